@@ -8,11 +8,13 @@ root; without it the tests are skipped and say so: tests/disk.py).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import pytest_asyncio
 
+from skald_host.core.agent.runtime import RESEND_LAST_SECONDS
 from skald_host.testing import Reply, RunningHost, ScriptedModelServer, SkaldClient, ToolCall
 from tests.chat.support import (
     ALL_MODELS,
@@ -215,3 +217,57 @@ async def test_a_server_killed_then_started_on_a_full_disk_starts_and_says_the_d
         assert (await server.client().login("admin", ADMIN_PASSWORD)).status_code == 200
     finally:
         server.kill()
+
+
+async def test_an_answer_a_full_disk_cut_ends_failed_with_its_reason_once_space_is_freed_without_a_new_send(on_small_disk, small_disk):
+    """Crash probe (G4, "no half-written state"): the turn's settling write was refused
+    too, and the cut answer stayed ``streaming`` with no reason until the member's next
+    send (or ``interrupted`` after a restart), so a page said "Interrupted", never that
+    the disk was full. Once space is freed it is ended by itself: failed, with the
+    disk-full reason, written, then announced, once."""
+    host, server = on_small_disk.host, on_small_disk.server
+    alice = await host.member("alice")
+    conversation_id = await new_conversation(alice)
+    server.script(MODEL_A, [Reply(" ".join(f"t{n}" for n in range(300)), token_delay=0.02)])
+
+    async def answers() -> list[dict]:
+        return [m for m in await messages(alice, conversation_id) if m["role"] == "assistant"]
+
+    store = host.core.chat.live_runtime(alice.member["id"]).store
+
+    async def checkpointed() -> bool:  # its partial text is in the file (a read shows the live text), as the probe found it
+        return bool(await store.db.run(lambda c: c.execute(
+            "SELECT 1 FROM messages WHERE conversation_id = ? AND role = 'assistant' AND status = 'streaming' AND content != ''",
+            (conversation_id,),
+        ).fetchall()))
+
+    async with ChatSocket(alice) as socket:
+        assert (await socket.send(conversation_id, "talk slowly"))["type"] == "ack"
+        await eventually(checkpointed, what="the answer's first checkpoint")
+        filler = fill(small_disk)
+        try:
+            events = await socket.turn(conversation_id, timeout=60)
+            [error] = [e for e in events if e["type"] == "error"]
+            assert error["code"] == "disk_full", error
+            [cut] = await answers()
+            assert cut["status"] == "streaming" and cut["content"], f"the settling write was not refused: the test proves nothing ({cut})"
+        finally:
+            filler.unlink()
+
+        async def ended() -> bool:
+            return [(m["id"], m["status"]) for m in await answers()] == [(cut["id"], "error")]
+
+        await eventually(ended, timeout=30, what=f"the cut answer to end failed, not {await answers()}")
+        [answer] = await answers()
+        assert answer["reason"]["code"] == "disk_full", answer
+        assert answer["content"] == cut["content"], answer  # its text kept
+        changed = await socket.wait_event(conversation_id, "branch_changed", start=len(events))
+        assert changed["reason"] == "settled", changed
+        await asyncio.sleep(RESEND_LAST_SECONDS / 2)  # a second settling or announcement would show by now
+        later = [e for e in socket.events if e.get("conversation_id") == conversation_id][len(events):]
+        assert [e["type"] for e in later] == ["branch_changed"], later
+
+    transcript = await messages(alice, conversation_id)
+    assert [(m["role"], m["status"]) for m in transcript] == [("user", "complete"), ("assistant", "error")], transcript
+    assert len(server.requests_for(MODEL_A)) == 1  # ended, not asked again
+    assert await host.core.users.owner_db(alice.member["id"]).integrity_check() == "ok"

@@ -72,9 +72,10 @@ RESUMED_NOTE = (
 #: dies while writing it (out of memory, a crash loop) must not bill the provider on
 #: every start. The next cut ends the turn as failed, with Retry.
 RESUME_LIMIT = 2
-#: Request log rows the registry failed to write (its disk full) are given to it again
-#: after these many seconds, doubling up to the last; a successful write of another
-#: row of the member's tries at once (``MemberRuntime._resend_stranded``).
+#: Request log rows the registry failed to write (its disk full), and answers a full
+#: disk left streaming, are written again after these many seconds, doubling up to the
+#: last; a successful write of another request log row of the member's tries at once
+#: (``MemberRuntime._resend_stranded``).
 RESEND_FIRST_SECONDS = 1.0
 RESEND_LAST_SECONDS = 10.0
 #: ``times`` counts the attempts begun, not the requests the model got: an attempt's
@@ -419,15 +420,17 @@ class MemberRuntime:
         #: meanwhile, so a second send queues behind them instead of starting a turn of
         #: its own from a history without them.
         self._starting: dict[str, int] = {}
-        #: Streaming rows of turns the disk stopped, not ended yet (it still refused).
-        self._unsettled: dict[str, set[int]] = {}
+        #: Streaming rows of turns the disk stopped, not ended yet (it still refused), with
+        #: the reason they end with: the resender ends them once the disk writes again, or
+        #: the conversation's next turn does, whichever comes first.
+        self._unsettled: dict[str, tuple[set[int], str]] = {}
         self._cancel: dict[str, asyncio.Event] = {}
         self._prefix: dict[tuple[str, str, str], tuple[str, float]] = {}
         # Per prefix: the injected shared notes in it another member may have written.
         self._outside_notes: dict[tuple[str, str, str], tuple[str, ...]] = {}
         self._scheduler: asyncio.Task[None] | None = None
         self._logging: set[asyncio.Task[None]] = set()
-        self._resender: asyncio.Task[None] | None = None  # gives stranded request rows to the registry again
+        self._resender: asyncio.Task[None] | None = None  # writes stranded request rows and unsettled answers again
         self._resend_soon = asyncio.Event()
         #: Scheduled prompts delivered whose answers are awaited (``_watch_answer``).
         self._watching: set[asyncio.Task[None]] = set()
@@ -1015,8 +1018,10 @@ class MemberRuntime:
                 rows = await self.store.streaming_rows(conversation_id)
                 try:  # its reason kept, as a failed turn's: a reload says why, not a bare failed bubble
                     await self.store.settle_streams(conversation_id, "error", rows, reason_json(exc.code))
-                except StorageError:  # the disk still fails: the next turn here ends them
-                    self._unsettled.setdefault(conversation_id, set()).update(rows)
+                except StorageError:  # the disk still fails: ended once it writes again (or by the next turn here)
+                    left, _ = self._unsettled.get(conversation_id, (set(), ""))
+                    self._unsettled[conversation_id] = (left | set(rows), reason_json(exc.code))
+                    self._start_resender()
             except StorageError:
                 pass  # not even readable: recovery at the next start ends them
             self.emit("error", conversation_id, error=f"the turn stopped: {exc.member_text}", code=exc.code)
@@ -1072,13 +1077,34 @@ class MemberRuntime:
         return agent
 
     async def _settle_left_streams(self, conversation_id: str) -> None:
-        """Rows a turn that the disk stopped could not end then (``_unsettled``)."""
-        rows = self._unsettled.pop(conversation_id)
+        """Rows a turn that the disk stopped could not end then (``_unsettled``), ended
+        as that turn would have: failed, with its reason (a reload says the disk was
+        full, as the live event did, not a row that streams for ever)."""
+        rows, reason = self._unsettled.pop(conversation_id)
         try:
-            await self.store.settle_streams(conversation_id, "error", sorted(rows))
+            await self.store.settle_streams(conversation_id, "error", sorted(rows), reason)
         except StorageError:
-            self._unsettled[conversation_id] = rows
+            if conversation_id not in self._unsettled:  # a later failure's rows are kept by it
+                self._unsettled[conversation_id] = (rows, reason)
             raise
+
+    async def _settle_left_once(self) -> bool:
+        """One try of the resender at the answers a full disk left streaming: each
+        conversation's written, then announced (a client showing it reads it again, as
+        the next turn's start would have made it). A conversation whose turn runs is
+        left to that turn, which ends them first. Whether none is left."""
+        for conversation_id in list(self._unsettled):
+            if conversation_id not in self._unsettled or self._turn_live(conversation_id):
+                continue
+            try:
+                await self._settle_left_streams(conversation_id)
+            except StorageError as exc:
+                log.warning("member %s: answers a full disk left streaming could not be ended yet (%s); tried again",
+                            self.member_id, type(exc).__name__)
+                return False
+            self.branch_changed(conversation_id, "settled")
+            log.info("member %s: the answers a full disk left streaming in a conversation are ended now", self.member_id)
+        return not self._unsettled
 
     @staticmethod
     async def _opening_written(opening: Pending | None) -> None:
@@ -1542,20 +1568,28 @@ class MemberRuntime:
         except Exception as exc:
             log.warning("member %s: a request log row the registry lacks could not be kept in their file yet (%s: %s); tried again",
                         self.member_id, type(exc).__name__, exc)
+        self._start_resender()
+
+    def _start_resender(self) -> None:
         if not self.closed and (self._resender is None or self._resender.done()):
             self._resender = asyncio.create_task(self._resend_stranded(), name=f"request-log-resend:{self.member_id}")
 
     async def _resend_stranded(self) -> None:
-        """Give the registry the rows it failed to write, until it has them all: after a
-        growing pause, or at once when it wrote another row of this member's."""
+        """Write what a full disk refused, until all of it is written: the request log
+        rows the registry lacks, and the answers a turn the disk stopped left streaming
+        (``_unsettled``; without this they streamed until the member's next send or the
+        next start). After a growing pause, or at once when the registry wrote another
+        row of this member's."""
         delay = RESEND_FIRST_SECONDS
-        while self.store.outbox.stranded_entries():
+        while self.store.outbox.stranded_entries() or self._unsettled:
             try:
                 await asyncio.wait_for(self._resend_soon.wait(), delay)
             except TimeoutError:
                 pass
             self._resend_soon.clear()
-            if not await self._resend_once():
+            logged = not self.store.outbox.stranded_entries() or await self._resend_once()
+            settled = not self._unsettled or await self._settle_left_once()
+            if not (logged and settled):
                 delay = min(delay * 2, RESEND_LAST_SECONDS)
 
     async def _resend_once(self) -> bool:

@@ -886,8 +886,10 @@ class ConversationStore:
         """Give a still-streaming row of the conversation its end: a turn stopped or
         failed before its model call took over the placeholder its message wrote.
         ``only``: just these rows (a later turn's may be streaming meanwhile).
-        ``reason`` (``reason_json``) goes to a row with nothing in it, so a reload
-        says why it failed; one with text keeps its text."""
+        ``reason`` (``reason_json``) goes to the rows, so a reload says why they failed,
+        as the live event did (it dropped a cut answer's bubble and said why): a row
+        with text keeps its text, and is shown by its reason (a disk that filled
+        mid-answer, check G4)."""
 
         def write(conn: Any) -> tuple[None, list[int]]:
             ids = list(only) if only is not None else [r[0] for r in conn.execute(
@@ -895,8 +897,8 @@ class ConversationStore:
             )]
             if ids:
                 conn.execute(
-                    f"UPDATE messages SET status = ?, reason = CASE WHEN content = '' AND ? IS NOT NULL THEN ? ELSE reason END "
-                    f"WHERE status = 'streaming' AND id IN ({','.join('?' * len(ids))})", (status, reason, reason, *ids)
+                    f"UPDATE messages SET status = ?, reason = COALESCE(?, reason) "
+                    f"WHERE status = 'streaming' AND id IN ({','.join('?' * len(ids))})", (status, reason, *ids)
                 )
             return None, ids
 
