@@ -211,9 +211,11 @@ def member_reset(member_id: str, host: Any) -> None:
     member's sessions and device tokens are already gone, and so is what the host
     stored as their per-member config (``get_user_config`` answers the defaults). Awaited within the reset's
     request, bounded by the hook timeout; a failure is logged and the reset stands.
-    A plugin that was not running at the reset (disabled, failed, or the password reset
-    with ``skald reset-password`` while the server was stopped) is called once for the
-    member when it next starts, right after its ``startup`` (since 1.18). Since 1.7."""
+    A plugin that was not running at the reset (disabled, failed to start or to load,
+    uninstalled, or the password reset with ``skald reset-password`` while the server
+    was stopped) is called once for the member when it next starts, right after its
+    ``startup`` (since 1.18), unless the member was deleted since (then it gets
+    ``member_deleted`` instead). Since 1.7."""
 
 
 @hookspec
@@ -226,7 +228,10 @@ def member_deleted(member_id: str, host: Any) -> None:
     them up. No ``HostApi`` call succeeds for the member any more
     (``set_user_config`` included; the per-member data calls raise ``MemberLocked``
     with ``code`` ``"member_not_found"``, saying the member was deleted). Awaited within the deletion's request, bounded by
-    the hook timeout; a failure is logged and the deletion stands. Since 1.14."""
+    the hook timeout; a failure is logged and the deletion stands. A plugin that was
+    not running at the deletion (disabled, failed to start or to load, uninstalled) is
+    called once for the member when it next starts, right after its ``startup`` (and
+    after any ``member_reset`` it missed for other members), since 1.18. Since 1.14."""
 
 
 @hookspec

@@ -76,8 +76,25 @@ SESSION_SWEEP_SECONDS = 30.0
 #: leaves waits longer, a few MB at most.
 GC_THRESHOLDS = (10_000, 10, 10)
 #: ``config`` key prefix (then the plugin id): the members whose password reset a
-#: plugin missed while it was not running, told to it when it starts.
+#: plugin missed while it was not running, told to it when it starts. The value is a
+#: JSON list of member ids (the format since 1.18; kept as it is).
 MISSED_RESETS = "member_reset_missed:"
+#: The same for deletions: the members deleted while the plugin was not running.
+MISSED_DELETIONS = "member_deleted_missed:"
+#: Each per-member hook a plugin off at the event is told when it next starts, in this
+#: order (a deleted member's missed reset is dropped at the deletion: never both).
+MISSED_HOOKS = (("member_reset", MISSED_RESETS), ("member_deleted", MISSED_DELETIONS))
+
+
+def _note_missed(c: Any, prefix: str, plugin_ids: list[str], member_id: str) -> None:
+    """``member_id`` added, once, to each plugin's list under ``prefix`` (in system.db)."""
+    for plugin_id in plugin_ids:
+        c.execute("INSERT OR IGNORE INTO config (key, value) VALUES (?, '[]')", (prefix + plugin_id,))
+        c.execute(
+            "UPDATE config SET value = json_insert(value, '$[#]', ?) WHERE key = ? AND NOT EXISTS"
+            " (SELECT 1 FROM json_each(value) WHERE json_each.value = ?)",
+            (member_id, prefix + plugin_id, member_id),
+        )
 
 
 def settle_heap() -> None:
@@ -371,7 +388,8 @@ class Skald:
         self._users.before_close.append(self._member_hook("member_locking", with_host=False))
         self._reset_hook = self._member_hook("member_reset")
         self._users.after_reset.append(self._member_reset)  # contract 1.7
-        self._users.after_delete.append(self._member_hook("member_deleted"))  # contract 1.14
+        self._deleted_hook = self._member_hook("member_deleted")
+        self._users.after_delete.append(self._member_deleted)  # contract 1.14
         # contract 1.15: after a member's role, active flag or plugin grants changed, and
         # for each member of a role whose capabilities or attributes changed (both lists
         # are called once the change is stored, before the admin's request answers).
@@ -383,8 +401,8 @@ class Skald:
         )
         agents = await self.plugins.collect("register_system_agents", validate_agent, key=lambda a: a.id, kind="system agent")
         paired, disagreements = pair_agents_with_sets(agents, self.config_sets)
-        for plugin_id, problem in disagreements.items():
-            self.plugins.fail(plugin_id, f"register_system_agents: {problem}")
+        for plugin_id, (problem, place) in disagreements.items():
+            self.plugins.fail(plugin_id, f"register_system_agents: {problem}", at=place)
         self._system_agents = SystemAgentScheduler(self, AgentRegistry(self, paired))
         self.supervisor.spawn("session-expiry", self._expire_sessions())
         log.info("skald core started (SQLCipher %s, %d plugin(s))", self.sqlcipher_version, len(self.plugins.statuses()))
@@ -456,8 +474,7 @@ class Skald:
                 raise StrictPluginFailure.of(plugin_id, "startup", exc) from exc
             return False
         self._started[plugin_id] = _Started(api)
-        if plugin_id in self.plugins.implementers("member_reset"):
-            await self._deliver_missed_resets(plugin_id, api)
+        await self._deliver_missed(plugin_id, status.name, api)
         status.started, status.healthy = True, True
         status.error = status.traceback = status.error_key = None  # an earlier startup's failure is over
         status.waiting = False
@@ -567,39 +584,74 @@ class Skald:
         )
 
     async def _member_reset(self, member_id: str) -> None:
-        """``member_reset`` for each started plugin; one that implements it but is not
-        running (disabled, failed, or none run: ``skald reset-password`` with the server
-        stopped) is told when it next starts (``_deliver_missed_resets``). A chat it
-        linked to the account must not reach the account's new holder because the
-        plugin was off when the account changed hands."""
-        missed = [p for p in self.plugins.implementers("member_reset") if p not in self._started]
+        """``member_reset`` for each started plugin; every other plugin the host knows
+        of (disabled, failed to start or to load, uninstalled, or none run: ``skald
+        reset-password`` with the server stopped) is told when it next starts
+        (``_deliver_missed``). A chat it linked to the account must not reach the
+        account's new holder because the plugin was off when the account changed hands."""
+        missed = await self._not_running("member_reset")
         if missed:
-            def note(c: Any) -> None:
-                for plugin_id in missed:
-                    c.execute("INSERT OR IGNORE INTO config (key, value) VALUES (?, '[]')", (MISSED_RESETS + plugin_id,))
-                    c.execute(
-                        "UPDATE config SET value = json_insert(value, '$[#]', ?) WHERE key = ? AND NOT EXISTS"
-                        " (SELECT 1 FROM json_each(value) WHERE json_each.value = ?)",
-                        (member_id, MISSED_RESETS + plugin_id, member_id),
-                    )
-
-            await self._registry.transaction(note)
+            await self._registry.transaction(lambda c: _note_missed(c, MISSED_RESETS, missed, member_id))
         await self._reset_hook(member_id)
 
-    async def _deliver_missed_resets(self, plugin_id: str, api: "PluginHostApi") -> None:
-        """The resets a plugin missed while it was not running, now that it runs: each
-        member's ``member_reset`` once (a failure is recorded like the hook's own), then
-        the list is cleared."""
-        key = MISSED_RESETS + plugin_id
-        row = await self._registry.run(lambda c: c.execute("SELECT value FROM config WHERE key = ?", (key,)).fetchone())
-        if row is None:
-            return
-        for member_id in json.loads(row[0]):
-            try:
-                await self.plugins.call_one("member_reset", plugin_id, member_id=member_id, host=api)
-            except (Exception, *PLUGIN_EXITS) as exc:
-                self._hook_failed(plugin_id, "member_reset", exc)
-        await self._registry.transaction(lambda c: c.execute("DELETE FROM config WHERE key = ? AND value = ?", (key, row[0])))
+    async def _member_deleted(self, member_id: str) -> None:
+        """``member_deleted`` for each started plugin, and noted for every other one
+        the host knows of, like a reset (``_member_reset``): a plugin off at the deletion
+        kept the member's linked chat for good. A reset it missed for the member is
+        dropped: it was told for an account that no longer exists."""
+
+        def note(c: Any) -> None:
+            c.execute(
+                "UPDATE config SET value = (SELECT json_group_array(j.value) FROM json_each(config.value) AS j WHERE j.value != ?)"
+                " WHERE key GLOB ? AND EXISTS (SELECT 1 FROM json_each(config.value) AS j WHERE j.value = ?)",
+                (member_id, MISSED_RESETS + "*", member_id),
+            )
+            c.execute("DELETE FROM config WHERE key GLOB ? AND value = '[]'", (MISSED_RESETS + "*",))
+            _note_missed(c, MISSED_DELETIONS, missed, member_id)
+
+        missed = await self._not_running("member_deleted")
+        await self._registry.transaction(note)
+        await self._deleted_hook(member_id)
+
+    async def _not_running(self, hook: str) -> list[str]:
+        """The plugins that miss ``hook`` now: every plugin the host knows of (loaded,
+        failed, blocked, or only a registry row: uninstalled, or failed before it said
+        its id) that is not started, except a loaded one that does not implement it.
+        One that failed at import may implement it, unknown until it loads: it is
+        noted, and the note is dropped at its start if it does not."""
+        rows = await self._registry.run(lambda c: c.execute("SELECT id FROM plugins").fetchall())
+        known = {r[0] for r in rows} | {s.id for s in self.plugins.statuses()}
+        missed = []
+        for plugin_id in sorted(known - set(self._started)):
+            status = self.plugins.status(plugin_id)
+            if status is not None and status.state in ("loaded", "disabled") and not self.plugins.implements(hook, plugin_id):
+                continue
+            missed.append(plugin_id)
+        return missed
+
+    async def _deliver_missed(self, plugin_id: str, entry_point: str, api: "PluginHostApi") -> None:
+        """The resets and deletions a plugin missed while it was not running, now that
+        it runs: each member's hook once, if the plugin implements it (a failure is
+        recorded like the hook's own), then the list is dropped. A plugin that failed at
+        import was known by its entry point's name: what was noted under it is its own."""
+        owners = [plugin_id]
+        if entry_point != plugin_id and self.plugins.status(entry_point) is None:
+            owners.append(entry_point)
+        for hook, prefix in MISSED_HOOKS:
+            for owner in owners:
+                key = prefix + owner
+                row = await self._registry.run(lambda c, key=key: c.execute("SELECT value FROM config WHERE key = ?", (key,)).fetchone())
+                if row is None:
+                    continue
+                if self.plugins.implements(hook, plugin_id):
+                    for member_id in json.loads(row[0]):
+                        try:
+                            await self.plugins.call_one(hook, plugin_id, member_id=member_id, host=api)
+                        except (Exception, *PLUGIN_EXITS) as exc:
+                            self._hook_failed(plugin_id, hook, exc)
+                await self._registry.transaction(
+                    lambda c, key=key, value=row[0]: c.execute("DELETE FROM config WHERE key = ? AND value = ?", (key, value))
+                )
 
     async def _role_access_changed(self, role_id: str, hook: Callable[[str], Awaitable[None]]) -> None:
         """``member_access_changed`` for each member of the role that changed."""

@@ -6,6 +6,7 @@ the host and the other plugins keep serving."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -371,7 +372,9 @@ async def test_a_system_agent_with_a_plain_def_run_or_has_work_fails_its_plugin_
     await assert_host_and_bystanders_work(host, bystander)
 
 
-async def test_a_system_agents_settings_of_the_wrong_type_fail_its_plugin_naming_the_field(skald):
+async def test_a_system_agents_settings_of_the_wrong_type_fail_its_plugin_naming_the_field(skald, caplog):
+    """The log line says where, as every other load failure's does: the plugin's line
+    registering the set (it had no place, the refusal being found after registration)."""
     wrong = {
         "intenabled": (ConfigField("enabled", "integer", default=1), ConfigField("interval", "integer", default=5)),
         "textinterval": (ConfigField("enabled", "boolean", default=True), ConfigField("interval", "string", default="5")),
@@ -387,6 +390,10 @@ async def test_a_system_agents_settings_of_the_wrong_type_fail_its_plugin_naming
         " change the field(s) of the ConfigSet 'textinterval-tick' it registers in register_config_sets"
     )
     assert not [e for e in host.core.system_agents.registry.entries if e.plugin_id in wrong]
+    lines = Path(__file__).read_text().splitlines()
+    line = next(n for n, text in enumerate(lines, 1) if text.strip().startswith('register(ConfigSet(f"{self.plugin_id}-tick"'))
+    assert f"plugin textinterval failed: register_system_agents: the settings of system agent 'textinterval-tick'" in caplog.text
+    assert f"in register_config_sets (at {__file__}:{line})" in caplog.text
 
 
 class OnePage:

@@ -17,6 +17,7 @@ import inspect
 import logging
 import os
 import re
+import sys
 import sysconfig
 import threading
 import time
@@ -296,6 +297,17 @@ def _deepest_plugin_frame(frames: traceback.StackSummary) -> traceback.FrameSumm
     return next((frame for frame in reversed(frames) if _is_plugin_code(frame.filename)), None)
 
 
+def _calling_place() -> str:
+    """`` (at .../plugin.py:9)``: the plugin's line that called the host's function
+    calling this one, empty when none is the plugin's (``place_of`` for no exception)."""
+    frame = sys._getframe(1)  # not traceback.walk_stack(None): it skips callers' frames too
+    while frame is not None:
+        if _is_plugin_code(frame.f_code.co_filename):
+            return f" (at {frame.f_code.co_filename}:{frame.f_lineno})"
+        frame = frame.f_back
+    return ""
+
+
 def _is_plugin_code(filename: str) -> bool:
     """A file of a plugin: a built-in plugin's, or any outside the host, the contract,
     what loads plugins (pluggy, importlib_metadata) and the standard library (whose
@@ -496,10 +508,14 @@ class PluginStatus:
 
 @dataclass(frozen=True)
 class Contribution:
-    """One thing a plugin registered, stamped with who registered it."""
+    """One thing a plugin registered, stamped with who registered it and where: ``place``
+    is `` (at .../plugin.py:9)``, the plugin's line that called ``register`` (empty when
+    none is the plugin's), for a refusal found only once all is registered (a system
+    agent and its settings that disagree) to point at, as every other refusal does."""
 
     plugin_id: str
     value: Any
+    place: str = ""
 
 
 @dataclass(frozen=True)
@@ -1090,7 +1106,7 @@ class PluginManager:
                 own_key = UNIQUE_WITHIN_PLUGIN.get(hook_name)
                 if own_key is not None and any(own_key(c.value) == own_key(value) for c in _mine):
                     raise PluginError(f"{kind} {own_key(value)!r} is registered twice: each {kind} of a plugin needs an id of its own")
-                _mine.append(Contribution(_pid, value))
+                _mine.append(Contribution(_pid, value, _calling_place()))
 
             try:
                 available = {"register": register, **(extra(plugin_id) if extra else {})}

@@ -76,20 +76,23 @@ class RegisteredAgent:
 
 def pair_agents_with_sets(
     agents: Iterable[Contribution], sets: Iterable[Contribution]
-) -> tuple[list[RegisteredAgent], dict[str, str]]:
+) -> tuple[list[RegisteredAgent], dict[str, tuple[str, str]]]:
     """Each agent with its one settings set; and per plugin, why its agents and sets
-    disagree (an agent without a set, or without ``enabled``/``interval``). A plugin
-    that disagrees contributes no agent: its settings page and its schedule would
-    otherwise describe different things."""
+    disagree (an agent without a set, or without ``enabled``/``interval``) and where in
+    its code (``Contribution.place``: the set's ``register`` call, the agent's when it
+    has no one set). A plugin that disagrees contributes no agent: its settings page
+    and its schedule would otherwise describe different things."""
     sets = list(sets)
     paired: list[RegisteredAgent] = []
     problems: dict[str, str] = {}
     for contribution in agents:
         agent = contribution.value
-        owned = [s.value for s in sets if s.plugin_id == contribution.plugin_id and s.value.owner == agent.id]
+        registered = [s for s in sets if s.plugin_id == contribution.plugin_id and s.value.owner == agent.id]
+        owned = [s.value for s in registered]
         if len(owned) != 1:
             problems[contribution.plugin_id] = (
-                f"system agent {agent.id!r} needs exactly one ConfigSet with owner={agent.id!r}, found {len(owned)}"
+                f"system agent {agent.id!r} needs exactly one ConfigSet with owner={agent.id!r}, found {len(owned)}",
+                contribution.place,
             )
             continue
         names = {f.name for f in owned[0].fields}
@@ -101,7 +104,8 @@ def pair_agents_with_sets(
             # the message names the hook it is reported under (register_system_agents).
             problems[contribution.plugin_id] = (
                 f"the settings of system agent {agent.id!r} lack the field(s) {', '.join(missing)}:"
-                f" add them to the ConfigSet {owned[0].id!r} it registers in register_config_sets"
+                f" add them to the ConfigSet {owned[0].id!r} it registers in register_config_sets",
+                registered[0].place,
             )
             continue
         # A field of another type was accepted and then never read as meant: an integer
@@ -114,7 +118,8 @@ def pair_agents_with_sets(
         if wrong:
             problems[contribution.plugin_id] = (
                 f"the settings of system agent {agent.id!r}: {'; '.join(wrong)}:"
-                f" change the field(s) of the ConfigSet {owned[0].id!r} it registers in register_config_sets"
+                f" change the field(s) of the ConfigSet {owned[0].id!r} it registers in register_config_sets",
+                registered[0].place,
             )
             continue
         paired.append(RegisteredAgent(contribution.plugin_id, agent, owned[0]))
