@@ -75,6 +75,8 @@ class MemberConnectors:
         self.connections: dict[str, dict[str, Connection]] = {}
         self._offered: dict[str, dict[str, list[Tool]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: member -> set once their records are read after an unlock (``records_read``).
+        self._read: dict[str, asyncio.Event] = {}
         #: member -> connector -> the reconciler's last answer (installed | unchanged).
         self.installs: dict[str, dict[str, str]] = {}
         #: (member, connector) -> the connection whose device login is being followed.
@@ -127,9 +129,30 @@ class MemberConnectors:
     def unlocked(self, member_id: str) -> None:
         """Load and connect the member's connectors in the background (the login does
         not wait for remote servers)."""
+        self._read.setdefault(member_id, asyncio.Event())
         self._spawn(self.load(member_id))
 
+    async def records_read(self, member_id: str, within: float = 10.0) -> None:
+        """Wait, up to ``within`` seconds, until the member's records are in RAM after
+        their unlock: a page opened right after signing in listed no connectors, and
+        one connector's own page answered 404, while they were still being read."""
+        read = self._read.get(member_id)
+        if read is not None:
+            try:
+                await asyncio.wait_for(read.wait(), within)
+            except TimeoutError:
+                pass
+
     async def load(self, member_id: str) -> None:
+        try:
+            await self._read_records(member_id)
+        finally:
+            read = self._read.get(member_id)
+            if read is not None:
+                read.set()
+        await self._connect_due(member_id)
+
+    async def _read_records(self, member_id: str) -> None:
         try:
             if not await self.host.member_has_grant(member_id):
                 # Unlocked without the plugin: nothing of theirs is read or run until
@@ -150,6 +173,11 @@ class MemberConnectors:
         mine = self.records.setdefault(member_id, {})
         for name, record in records.items():
             mine.setdefault(name, record)  # an activation saved meanwhile is newer
+
+    async def _connect_due(self, member_id: str) -> None:
+        mine = self.records.get(member_id)
+        if mine is None or member_id not in self.host.unlocked_members():
+            return
         # A QR connector runs before its login too: it has to produce the code.
         due = [(name, record) for name, record in mine.items() if record.get("state", "ready") in ("ready", "needs_login")]
         self._queued.update((member_id, name) for name, _ in due)
@@ -186,6 +214,7 @@ class MemberConnectors:
     async def locking(self, member_id: str) -> None:
         """Stop the member's sessions and forget their records (and tokens) in RAM."""
         self._ungranted.discard(member_id)
+        self._read.pop(member_id, None)
         await self._forget(member_id)
 
     async def _forget(self, member_id: str) -> None:

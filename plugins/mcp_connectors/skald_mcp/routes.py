@@ -92,6 +92,8 @@ def build_blueprint(host: HostApi) -> Blueprint:
                     return error("err_not_running", 503)
                 if who == "member" and caller.id not in host.unlocked_members():
                     return error("err_locked", 409)
+                if who == "member":
+                    await runtime.members.records_read(caller.id)
                 name = path.get("name", "")
                 if server and name not in runtime.specs:
                     return error("err_unknown", 404, name=name[:40])
