@@ -136,6 +136,9 @@ async def test_execute_cmd_says_why_a_command_whose_access_shrank_was_stopped(bo
     class Context:
         turn = Turn()
 
+        def mark_untrusted(self, source: str = "") -> None:
+            pass
+
     said = await execute_cmd({"command": "true"}, Context())  # type: ignore[arg-type]
     assert said.splitlines()[0] == "The command was stopped: your access to ~/x changed"
 

@@ -136,6 +136,10 @@ async def test_execute_cmd_tells_the_assistant_the_disk_limit_killed_the_command
         async with ChatSocket(alice) as sock:
             cid = await new_conversation(alice)
             await sock.send(cid, "Fill the disk.")
+            # The first command's output is outside text (check E2): the second, which
+            # the rules allow, asks first.
+            card = await sock.wait_event(cid, "approval_required", timeout=60)
+            await sock.approve(card["approval_id"])
             await sock.turn(cid, timeout=60)
         assert tool_result(server, 1).startswith(KILLED)
         freed = [m["content"] for m in server.requests_for(MODEL_A)[2].messages if m["role"] == "tool"][-1]
