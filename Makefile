@@ -65,9 +65,11 @@ install-test: $(VENV)/.installed-test
 run: install
 	$(BIN)/skald serve
 
-## Install the test extras and run the whole test suite.
+## Install the test extras and run the whole test suite, on TEST_WORKERS processes (a
+## file's tests stay on one; TEST_WORKERS=0 runs them all in this one, in order).
+TEST_WORKERS ?= 2
 test: install-test
-	$(BIN)/python -m pytest tests $(PLUGIN_TESTS)
+	$(BIN)/python -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) tests $(PLUGIN_TESTS)
 
 ## Build the sandbox image once: from the Dockerfile where debian:bookworm-slim can be
 ## pulled, else from a debootstrap root filesystem (no registry needed).

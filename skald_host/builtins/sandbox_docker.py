@@ -603,11 +603,18 @@ def _sandbox_network(client: Any) -> Any:
     try:
         network = client.networks.get(NETWORK)
     except docker.errors.NotFound:
-        network = client.networks.create(
-            NETWORK, driver="bridge", check_duplicate=True, labels={LABEL_NETWORK: "egress-filtered"},
-            ipam=IPAMConfig(pool_configs=[IPAMPool(subnet=SUBNET, gateway=GATEWAY)]),
-            options={"com.docker.network.bridge.name": BRIDGE, "com.docker.network.bridge.enable_icc": "false"},
-        )
+        try:
+            network = client.networks.create(
+                NETWORK, driver="bridge", check_duplicate=True, labels={LABEL_NETWORK: "egress-filtered"},
+                ipam=IPAMConfig(pool_configs=[IPAMPool(subnet=SUBNET, gateway=GATEWAY)]),
+                options={"com.docker.network.bridge.name": BRIDGE, "com.docker.network.bridge.enable_icc": "false"},
+            )
+        except docker.errors.APIError as error:
+            # Another process on this engine (a second instance, or one starting beside
+            # this one) created it between the two calls: theirs is used, and checked.
+            if error.status_code != 409:
+                raise
+            network = client.networks.get(NETWORK)
         network.reload()
     subnets = [c.get("Subnet") for c in (network.attrs.get("IPAM") or {}).get("Config") or []]
     bridge = (network.attrs.get("Options") or {}).get("com.docker.network.bridge.name")

@@ -50,7 +50,14 @@ def docker_engine() -> Iterator[Any]:
     tests create are removed at the end; a dockerd started here is stopped again."""
     client = _ping()
     started: subprocess.Popen[bytes] | None = None
+    # Under pytest-xdist (`make test`) the workers share the machine's engine: none may
+    # start one of its own (two would fight over the socket), and none may remove at its
+    # end the containers the other is still using (the ``skald`` fixture checks each
+    # test left none of its own).
+    parallel = bool(os.environ.get("PYTEST_XDIST_WORKER"))
     if client is None:
+        if parallel:
+            _skip("no Docker engine answers; a parallel run does not start one (start dockerd first, as .ci/run does)")
         if shutil.which("dockerd") is None:
             _skip("no Docker engine answers and dockerd is not installed (apt-get install docker.io)")
         if os.geteuid() != 0:
@@ -69,10 +76,12 @@ def docker_engine() -> Iterator[Any]:
     try:
         client.images.get(IMAGE)
     except docker.errors.ImageNotFound:
+        if parallel:  # both workers would build it at once
+            _skip(f"the sandbox image {IMAGE} is not built; a parallel run does not build it (make sandbox-image first)")
         subprocess.run([str(ROOT / "sandbox/image/build-rootfs.sh"), IMAGE], check=True, timeout=1200)
     before = {c.id for c in client.containers.list(all=True, filters={"label": LABEL_MEMBER})}
     yield client
-    for container in client.containers.list(all=True, filters={"label": LABEL_MEMBER}):
+    for container in [] if parallel else client.containers.list(all=True, filters={"label": LABEL_MEMBER}):
         if container.id not in before:
             try:
                 container.remove(force=True)
