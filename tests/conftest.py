@@ -10,6 +10,7 @@ from typing import Any, AsyncIterator
 
 import pytest_asyncio
 
+from durability.helpers import Servers
 from skald_host.core.files import service as files_service
 from skald_host.testing import SkaldHarness
 
@@ -62,3 +63,14 @@ async def skald(skald: SkaldHarness) -> AsyncIterator[SkaldHarness]:
             break
         await asyncio.sleep(0.2)
     assert not left, f"the stopped hosts left these sandbox containers: {left}"
+
+
+@pytest_asyncio.fixture
+async def servers(tmp_path) -> AsyncIterator[Servers]:
+    """Start ``skald serve`` subprocesses on ``tmp_path / "data"``; every one still
+    running at teardown is SIGKILLed (the crash and upgrade tests' real servers)."""
+    factory = Servers(tmp_path)
+    try:
+        yield factory
+    finally:
+        await factory.close()

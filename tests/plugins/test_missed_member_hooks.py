@@ -15,7 +15,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from durability.helpers import ADMIN_PASSWORD, Servers, create_member, install_distribution, setup_admin
 
@@ -57,15 +56,6 @@ def member_reset(member_id, host):
 def member_deleted(member_id, host):
     _say("member_deleted", member_id)
 '''
-
-
-@pytest_asyncio.fixture
-async def servers(tmp_path):
-    factory = Servers(tmp_path)
-    try:
-        yield factory
-    finally:
-        await factory.close()
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from durability.helpers import ADMIN_PASSWORD, KDF_ENV, Servers, install_distribution, setup_admin
 
@@ -33,15 +32,6 @@ def plugin_info():
     return PluginInfo(id="goneprobe", title="Gone probe", spec=">=1.0,<2")
 '''
 REASON = "Installed no more: reinstall the package or disable it."
-
-
-@pytest_asyncio.fixture
-async def servers(tmp_path):
-    factory = Servers(tmp_path)
-    try:
-        yield factory
-    finally:
-        await factory.close()
 
 
 @pytest.fixture
