@@ -84,6 +84,23 @@ async def test_a_message_draws_at_most_a_hundred_formulas_and_shows_the_rest_as_
     assert max(tasks, default=0) < LONG_TASK_BOUND_MS, tasks
 
 
+async def test_a_formula_asking_for_a_huge_size_stays_small(skald, browser_pages):
+    """``\\rule{9999em}{9999em}`` drew a box 190,000 px tall (security sweep): every
+    message after it was out of reach. Sizes a formula names are capped (20 em)."""
+    host = await skald.start()
+    client = await host.member("lena")
+    huge = "Before $\\color{red}{\\rule{9999em}{9999em}}$ after, and more below."
+    conversation_id = await stored_conversation(host, client.member["id"], "huge", [("user", "Say it"), ("assistant", huge)])
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "lena", MEMBER_PASSWORD)
+    await page.goto(f"{host.url}/#chat/{conversation_id}")
+    formula = page.locator(".msg.assistant .md-math.rendered")
+    await expect(formula).to_have_count(1, timeout=20_000)
+    box = await formula.bounding_box()
+    assert box is not None and box["height"] < 2_000 and box["width"] < 2_000, box
+    assert await page.evaluate("document.documentElement.scrollHeight") < 5_000
+
+
 async def test_a_hostile_streamed_answer_turns_plain_as_it_streams(skald, browser_pages):
     chunk = 20_000
     server = await skald.model_server(

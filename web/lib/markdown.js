@@ -30,6 +30,9 @@ import { scrollableRegion } from "./dom.js";
 import { t } from "./i18n.js";
 import { hush, liveRegionOf } from "./live.js";
 
+/** The largest size, in em, a formula may ask for (KaTeX's maxSize). */
+const MATH_MAX_EM = 20;
+
 // KaTeX (~600 kB) is loaded the first time an answer has math, not with every page.
 let katex = null;
 let loadingKatex = null;
@@ -205,7 +208,11 @@ function renderMath(root) {
     const region = node.isConnected ? liveRegionOf(node) : null;
     if (region) hush(region);
     try {
-      katex.render(node.dataset.tex, node, { displayMode: node.classList.contains("display"), throwOnError: false, output: "htmlAndMathml" });
+      // maxSize: a size the TeX names (\rule{9999em}{9999em}) is capped at 20 em; the
+      // default (none) let one formula push the rest of a conversation 190,000 px away.
+      katex.render(node.dataset.tex, node, {
+        displayMode: node.classList.contains("display"), throwOnError: false, output: "htmlAndMathml", maxSize: MATH_MAX_EM,
+      });
       node.classList.add("rendered");
     } catch { /* KaTeX failed: the TeX stays as text */ }
   }
