@@ -1001,7 +1001,8 @@ class UserManager:
             except DatabaseMissing:
                 log.error("member %s: private database file is missing", member_id)
                 raise OwnerDatabaseUnavailable(
-                    "your private database is missing; an admin must reset your password (your previous data is lost)",
+                    "your private database is missing on the server (a damaged one is set aside in its quarantine"
+                    " folder, not deleted); ask the server's operator: a password reset gives you a new, empty account",
                     code="owner_db_missing",
                 ) from None
             except DatabaseUnreadable:
