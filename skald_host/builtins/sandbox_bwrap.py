@@ -8,8 +8,11 @@ the host's ``/usr`` read-only and nothing else of the host but the member's fold
 home read-write, memberships read-only where the membership is, memory signposts
 read-only. When the host runs as root the command is dropped to the member's uid with
 ``setpriv`` before bwrap starts, so it is that uid on the host too (another member's
-0700 home is closed to it by plain permissions); limits come from ``prlimit``
-(processes, address space, CPU seconds, file size) because cgroups may not be delegated here.
+0700 home is closed to it by plain permissions). Limits for the whole sandbox (memory,
+processes, CPUs, as Docker's) come from a cgroup per member where the host lets the
+server make one (``sandbox_cgroups``); ``prlimit`` adds its per-process limits
+(processes, address space, CPU seconds, file size) everywhere, and is all there is
+where no cgroup can be made — the plugin then says so on the admin status page.
 
 Nothing outlives its command, whatever it does (``setsid``, a double fork, ``nohup``):
 bwrap's init is pid 1 of the command's pid namespace and exits when the command's
@@ -34,6 +37,8 @@ from skald_hookspecs import hookimpl
 from skald_hookspecs.sandbox import ExecResult, SandboxSpec, SandboxUnavailable
 from skald_hookspecs.types import PluginInfo
 
+from .sandbox_cgroups import Cgroups, CgroupsUnavailable, Limits
+
 HOST_DIRS = ("/usr",)
 USR_LINKS = (("usr/bin", "/bin"), ("usr/sbin", "/sbin"), ("usr/lib", "/lib"), ("usr/lib64", "/lib64"))
 ETC_FILES = ("/etc/ld.so.cache", "/etc/ssl", "/etc/ca-certificates", "/etc/alternatives", "/etc/localtime")
@@ -47,6 +52,18 @@ class BubblewrapBackend:
 
     def __init__(self) -> None:
         self._running: dict[str, set[asyncio.subprocess.Process]] = {}
+        self.cgroups, self.cgroups_refusal = _detect_cgroups()
+
+    def _join_cgroup(self, spec: SandboxSpec) -> list[str]:
+        """The prefix that runs the command in the member's cgroup (nothing where no
+        cgroup can be made). Fails closed: a cgroup that cannot be set up refuses the
+        command rather than run it without its whole-sandbox limits."""
+        if self.cgroups is None:
+            return []
+        try:
+            return self.cgroups.place(spec.instance, spec.member_id, Limits(spec.memory_bytes, spec.pids, spec.cpus))
+        except OSError as exc:
+            raise SandboxUnavailable(f"the sandbox's cgroup could not be set up: {exc}") from None
 
     def available(self) -> str | None:
         missing = [tool for tool in ("bwrap", "prlimit") + (("setpriv",) if os.geteuid() == 0 else ()) if not shutil.which(tool)]
@@ -141,6 +158,7 @@ class BubblewrapBackend:
             for key, value in spec.env.items():
                 argv += ["--setenv", key, value]
             argv += ["--chdir", workdir, *self._argv_command(spec.uid, spec.gid, spec.groups, command)]
+            argv = [*self._join_cgroup(spec), *argv]
             spawning = asyncio.ensure_future(asyncio.create_subprocess_exec(
                 *argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 start_new_session=True, env={"PATH": PATH}, pass_fds=fds,
@@ -226,6 +244,7 @@ class BubblewrapBackend:
                 full += ["--setenv", key, value]
             drop = self._argv_command(spec.uid, spec.gid, spec.groups, "")[:-3]  # setpriv ... -- (root only)
             full += ["--chdir", workdir, *drop, *argv]
+            full = [*self._join_cgroup(spec), *full]
             process = await asyncio.create_subprocess_exec(
                 *full, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                 start_new_session=True, env={"PATH": PATH}, pass_fds=fds, umask=0o002,
@@ -242,9 +261,24 @@ class BubblewrapBackend:
     async def remove(self, member_id: str) -> None:
         for process in self._running.pop(member_id, set()):
             _kill_group(process)
+        if self.cgroups is not None:
+            # The killed processes leave their cgroup as the kernel reaps them.
+            for _ in range(50):
+                if self.cgroups.remove(member_id):
+                    break
+                await asyncio.sleep(0.1)
 
     async def existing(self, instance: str) -> list[str]:
         return []
+
+
+def _detect_cgroups() -> tuple[Cgroups | None, str | None]:
+    try:
+        return Cgroups.detect(), None
+    except CgroupsUnavailable as exc:
+        return None, str(exc)
+    except OSError as exc:
+        return None, f"cgroups cannot be read here ({exc})"
 
 
 class _Spawned:
@@ -289,6 +323,21 @@ def plugin_info() -> PluginInfo:
         icon="box",
         spec=">=1.0,<2",
     )
+
+
+@hookimpl
+def startup(host: Any) -> None:
+    """Where no cgroup can be made, the memory, CPU and process limits hold per process
+    only (one command's processes together may use several times the memory limit):
+    the admin reads that on the status page rather than believing they hold as Docker's."""
+    if not shutil.which("bwrap"):
+        return
+    _, refusal = _detect_cgroups()
+    if refusal is not None:
+        host.set_degraded(
+            f"memory, CPU and process limits apply per process only, not to the whole sandbox: {refusal}",
+            key="warning.per_process_limits", values={"reason": refusal},
+        )
 
 
 @hookimpl
