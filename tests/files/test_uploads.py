@@ -244,6 +244,16 @@ async def test_an_upload_over_the_limit_is_refused_with_the_limit_named(files):
         assert words in text, text
 
 
+async def test_an_empty_file_is_refused_as_the_phone_app_refuses_it(files):
+    """The web chat stored a 0-byte attachment and told the model of it (newcomer
+    probe); the phone app already refused one."""
+    alice = await files.member("alice")
+    cid = await new_conversation(files.alice)
+    response = await upload(files.alice, cid, "empty.txt", b"", "text/plain")
+    assert response.status_code == 400 and response.json()["code"] == "upload_empty", response.text
+    assert not uploads_dir(files, alice, cid).exists() or not any(uploads_dir(files, alice, cid).iterdir())
+
+
 def test_a_limit_reads_in_the_largest_whole_unit():
     from skald_host.web.routes.files import size_text
 

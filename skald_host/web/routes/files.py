@@ -235,6 +235,8 @@ async def upload(conversation_id: str) -> Any:
     limit = core.settings.files.upload_max_bytes
     if (request.content_length or 0) > limit:
         raise upload_too_large(limit)
+    if request.content_length == 0:  # as the phone app's own upload refuses it
+        raise ApiError(400, "the file is empty: there is nothing in it to send", field="body", code="upload_empty")
     try:
         saved = await core.files.save_upload(
             member.id, conversation_id, filename, request.body, declared_type=request.headers.get("Content-Type")
