@@ -105,7 +105,7 @@ socket.onMessage(async (message) => {
 });
 
 function parseHash() {
-  const raw = location.hash.slice(1) || "chat";
+  const raw = location.hash.slice(1).replace(/^\/+/, "") || "chat"; // "#/models" is "#models"
   const [path, query = ""] = raw.split("?", 2);
   const parts = path.split("/").map((part) => { try { return decodeURIComponent(part); } catch { return part; } });
   return { name: parts[0] || "chat", rest: parts.slice(1), params: new URLSearchParams(query) };

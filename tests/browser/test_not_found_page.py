@@ -37,3 +37,24 @@ async def test_a_mistyped_address_shows_an_english_page_on_a_phone(skald, browse
     await expect(page.get_by_role("heading", name="Page not found", level=1)).to_be_visible()
     await assert_no_violations(page, "404 en phone")
     await screenshot(page, "not-found-page-en-phone")
+
+
+async def test_an_address_with_a_slash_after_the_hash_is_read_as_without_it(skald, browser_pages):
+    """``#/admin/models`` opened "Conversation not found" and asked the host for a
+    conversation named "admin" (newcomer probe): a leading slash is no part of a page's
+    name, so ``#/models`` is the Models page and ``#/admin/models`` a page that is not."""
+    from skald_host.testing.host import ADMIN_PASSWORD
+
+    from .kit import sign_in
+
+    host = await skald.start()
+    await host.setup_admin()
+    page = await browser_pages.new(host.url)
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url) if "/api/conversations/" in request.url else None)
+    await sign_in(page, "admin", ADMIN_PASSWORD)
+    await page.goto("/#/models")
+    await expect(page.get_by_role("heading", name="Models", level=1)).to_be_visible()
+    await page.goto("/#/admin/models")
+    await expect(page.get_by_role("heading", name="Page not found", level=1)).to_be_visible()
+    assert not [url for url in asked if url.endswith("/api/conversations/admin")], asked
