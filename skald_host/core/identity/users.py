@@ -30,6 +30,7 @@ from skald_hookspecs.events import SystemEvent
 from skald_host.core.buses import Buses
 from skald_host.core.faults import crash_point
 from skald_host.core.identity.crypto import CredentialError, KeyDerivation, PasswordVerifier, SealedKey
+from skald_host.core.identity.file_owner import DatabaseOfAnotherMember, check_file_owner
 from skald_host.core.identity.passwords import check_password_policy
 from skald_host.core.identity.sealing import ensure_inbox_key
 from skald_host.core.identity.roles import ADMIN_ROLE, Role, RoleAttrs
@@ -533,7 +534,7 @@ class UserManager:
 
         path = self.owner_path(member_id)
         secure_dir(self.database_dir)
-        owner = await Database.open(path, key=dek, migrations=OWNER_MIGRATIONS, create=True)
+        owner = await self._open_member_file(member_id, path, dek, create=True)
         try:
             inbox_public_key = (await ensure_inbox_key(owner)).public
         except BaseException:
@@ -697,7 +698,7 @@ class UserManager:
             _, replaced = await self._credentials(member_id)
             dek, sealed = await self.kdf.seal_new(new_password, member_id)
             credentials = sealed.to_json()
-            owner = await Database.open(fresh, key=dek, migrations=OWNER_MIGRATIONS, create=True)
+            owner = await self._open_member_file(member_id, fresh, dek, create=True)
             try:
                 inbox_public_key = (await ensure_inbox_key(owner)).public
             finally:
@@ -711,7 +712,7 @@ class UserManager:
             credentials = (await self.kdf.make_verifier(new_password, member_id)).to_json()
             inbox_public_key = None
             if not path.exists():
-                owner = await Database.open(path, key=None, migrations=OWNER_MIGRATIONS, create=True)
+                owner = await self._open_member_file(member_id, path, None, create=True)
                 await owner.close()
 
         def update(conn: Any) -> int:
@@ -915,7 +916,7 @@ class UserManager:
         await asyncio.to_thread(self._discard_uncommitted_reset, member_id)
         await asyncio.to_thread(copy_closed_database, database, fresh)
         try:
-            owner = await Database.open(fresh, key=dek, migrations=OWNER_MIGRATIONS, create=False, verify_pages=True)
+            owner = await self._open_member_file(member_id, fresh, dek, verify_pages=True)
         except (DatabaseMissing, DatabaseUnreadable, StorageError):
             await asyncio.to_thread(self._discard_uncommitted_reset, member_id)
             raise MemberError(f"{database.name} does not open with the key beside it; nothing was changed",
@@ -966,7 +967,7 @@ class UserManager:
         fresh = self.reset_path(member_id)
         if fresh.exists():  # else swapped in already: only the record's last steps are left
             try:
-                probe = await Database.open(fresh, key=dek, migrations=OWNER_MIGRATIONS, create=False, verify_pages=True)
+                probe = await self._open_member_file(member_id, fresh, dek, verify_pages=True)
             except (DatabaseMissing, DatabaseUnreadable, StorageError):
                 log.warning("member %s: removed the new file of an admin reset that was not committed", member_id)
                 await asyncio.to_thread(self._discard_uncommitted_reset, member_id)
@@ -997,7 +998,7 @@ class UserManager:
                 await self._finish_reset(member_id, dek)
             try:
                 # ``reader``: a member's searches read beside their writes (``ConversationStore.conversations``).
-                db = await Database.open(path, key=dek, migrations=OWNER_MIGRATIONS, create=False, verify_pages=True, reader=True)
+                db = await self._open_member_file(member_id, path, dek, verify_pages=True, reader=True)
             except DatabaseMissing:
                 log.error("member %s: private database file is missing", member_id)
                 raise OwnerDatabaseUnavailable(
@@ -1005,13 +1006,8 @@ class UserManager:
                     " folder, not deleted); ask the server's operator: a password reset gives you a new, empty account",
                     code="owner_db_missing",
                 ) from None
-            except DatabaseUnreadable:
-                moved = quarantine(path, "unreadable")
-                log.error("member %s: private database unreadable; quarantined as %s", member_id, moved.name)
-                raise OwnerDatabaseUnavailable(
-                    "your private database could not be read and was set aside; an admin must reset your password",
-                    code="owner_db_unreadable",
-                ) from None
+            except DatabaseUnreadable as exc:
+                raise self._set_aside_unreadable(member_id, path, exc) from None
             except StorageError as exc:  # e.g. a migration that failed: the file is left as it is
                 log.error("member %s: private database could not be opened: %s", member_id, exc)
                 raise OwnerDatabaseUnavailable(
@@ -1087,7 +1083,45 @@ class UserManager:
         member = await self.get(member_id)
         if member.encrypted:
             raise MemberError("the member's file is encrypted; it opens only with their login", code="member_file_encrypted")
-        return await Database.open(self.owner_path(member_id), key=None, migrations=OWNER_MIGRATIONS, create=False)
+        path = self.owner_path(member_id)
+        try:
+            return await self._open_member_file(member_id, path, None)
+        except DatabaseOfAnotherMember as exc:  # as at their login: never read as theirs
+            async with self._unlock_locks.setdefault(member_id, asyncio.Lock()):
+                if path.exists():
+                    raise self._set_aside_unreadable(member_id, path, exc) from None
+            raise
+
+    async def _open_member_file(self, member_id: str, path: Path, dek: bytes | None, *, create: bool = False,
+                                **options: Any) -> Database:
+        """The one way a member's file is opened (made, unlocked, probed, recovered or
+        read unattended): with the owner migrations, and refused
+        (``DatabaseOfAnotherMember``, a ``DatabaseUnreadable``) when the file names
+        another member as its owner. A new file, or one from before the record, is
+        recorded as ``member_id``'s here (``file_owner``: trust on first use)."""
+        db = await Database.open(path, key=dek, migrations=OWNER_MIGRATIONS, create=create, **options)
+        try:
+            await check_file_owner(db, member_id, new=create)
+        except BaseException:
+            await db.close()
+            raise
+        return db
+
+    def _set_aside_unreadable(self, member_id: str, path: Path, error: DatabaseUnreadable) -> OwnerDatabaseUnavailable:
+        """Quarantine a member's file that does not open as theirs (a wrong key, a
+        corrupt file, another member's file) and word the refusal: the file is never
+        replaced, and the member is told an admin must reset their password."""
+        if isinstance(error, DatabaseOfAnotherMember):
+            moved = quarantine(path, "another-members-file")
+            log.error("member %s: private database is member %s's file; quarantined as %s",
+                      member_id, error.owner_id, moved.name)
+        else:
+            moved = quarantine(path, "unreadable")
+            log.error("member %s: private database unreadable; quarantined as %s", member_id, moved.name)
+        return OwnerDatabaseUnavailable(
+            "your private database could not be read and was set aside; an admin must reset your password",
+            code="owner_db_unreadable",
+        )
 
     def owner_db(self, member_id: str) -> Database | None:
         db = self._open.get(member_id)

@@ -472,5 +472,20 @@ OWNER_MIGRATIONS = MigrationSet(
                 "ALTER TABLE frames ADD COLUMN untrusted TEXT",
             ),
         ),
+        Migration(
+            22,
+            "whose file this is (checks B2/B4)",
+            statements=(
+                # The member id of the file's owner, written when the file is made and
+                # compared at every open (``identity.file_owner``): an unencrypted file is
+                # plain SQLite and would otherwise open at any member's path, so two files
+                # swapped on disk showed each member the other's history. Empty in a file
+                # from before: its member's next open writes it (trust on first use).
+                """CREATE TABLE file_owner (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    member_id TEXT NOT NULL
+                )""",
+            ),
+        ),
     ),
 )
