@@ -4,10 +4,10 @@ checked here for one thing more: what its hosts' sandboxes leave behind."""
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from typing import Any, AsyncIterator
 
+import pytest
 import pytest_asyncio
 
 from durability.helpers import Servers
@@ -17,13 +17,21 @@ from skald_host.testing import SkaldHarness
 # ``small_disk``: a real small tmpfs for check G4 (tests/disk.py).
 pytest_plugins = ["tests.disk"]
 
-# `make test` runs two pytest-xdist workers ("gw0", "gw1") on one machine. Each host
-# gives its members sandbox uids from FIRST_UID up, so both workers' first members would
-# share a uid, and a test that counts a member's processes by uid would count the other
-# worker's too: each worker's hosts take their own range.
-_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
-if _WORKER.startswith("gw") and _WORKER[2:].isdigit():
-    files_service.FIRST_UID += 10_000 * int(_WORKER[2:])
+
+def _worker(config: pytest.Config) -> str:
+    """This process's pytest-xdist worker id ("gw0", "gw1"), or "" when not one."""
+    return getattr(config, "workerinput", {}).get("workerid", "")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """`make test` runs two pytest-xdist workers on one machine. Each host gives its
+    members sandbox uids from FIRST_UID up, so both workers' first members would share
+    a uid, and a test that counts a member's processes by uid would count the other
+    worker's too: each worker's hosts take their own range."""
+    worker = _worker(config)
+    if worker.startswith("gw") and worker[2:].isdigit():
+        files_service.FIRST_UID += 10_000 * int(worker[2:])
+
 
 #: A removal past the server's own bound (``CLOSE_SECONDS``) still finishes.
 LEFT_CONTAINER_WAIT = 30.0
@@ -74,3 +82,4 @@ async def servers(tmp_path) -> AsyncIterator[Servers]:
         yield factory
     finally:
         await factory.close()
+
