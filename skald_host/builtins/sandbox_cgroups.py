@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path("/sys/fs/cgroup")
-PARENT = "skald"
+SKALD_GROUP = "skald"
 CONTROLLERS = ("memory", "pids", "cpu")
 CPU_PERIOD_MICROSECONDS = 100_000
 #: The shell that joins the cgroup, then becomes the sandbox: ``$1`` lists the
@@ -49,9 +49,9 @@ class Cgroups:
     """The cgroups of one backend: created per member on first use, limits rewritten
     on every command (settings may have changed), removed with the member."""
 
-    def __init__(self, version: int, parents: tuple[Path, ...]) -> None:
+    def __init__(self, version: int, bases: tuple[Path, ...]) -> None:
         self.version = version
-        self._parents = parents  # v2: (root/skald,); v1: memory, pids, cpu parents
+        self._bases = bases  # v2: (root/skald,); v1: memory, pids, cpu bases
         self._made: dict[str, tuple[Path, ...]] = {}
 
     @classmethod
@@ -67,37 +67,37 @@ class Cgroups:
         missing = [name for name in CONTROLLERS if name not in available]
         if missing:
             raise CgroupsUnavailable(f"cgroup v2 lacks the {', '.join(missing)} controller(s)")
-        parent = root / PARENT
+        base = root / SKALD_GROUP
         try:
             _enable(root)
-            parent.mkdir(exist_ok=True)
-            _enable(parent)
+            base.mkdir(exist_ok=True)
+            _enable(base)
         except OSError as exc:
             raise CgroupsUnavailable(f"cannot create cgroups under {root} ({exc.strerror or exc})") from None
-        return cls(2, (parent,))
+        return cls(2, (base,))
 
     @classmethod
     def _detect_v1(cls, root: Path) -> "Cgroups":
         probes = {"memory": "memory.limit_in_bytes", "pids": "pids.max", "cpu": "cpu.cfs_quota_us"}
-        parents = []
+        bases = []
         for name in CONTROLLERS:
             if not (root / name / "cgroup.procs").exists():
                 raise CgroupsUnavailable(f"no cgroup v2 and no cgroup v1 {name} hierarchy at {root}")
-            parent = root / name / PARENT
+            base = root / name / SKALD_GROUP
             try:
-                parent.mkdir(exist_ok=True)
+                base.mkdir(exist_ok=True)
             except OSError as exc:
                 raise CgroupsUnavailable(f"cannot create cgroups under {root / name} ({exc.strerror or exc})") from None
-            if not (parent / probes[name]).exists():  # the root group lacks some of them
+            if not (base / probes[name]).exists():  # the root group lacks some of them
                 raise CgroupsUnavailable(f"the cgroup v1 {name} hierarchy at {root / name} has no {probes[name]}")
-            parents.append(parent)
-        return cls(1, tuple(parents))
+            bases.append(base)
+        return cls(1, tuple(bases))
 
     def place(self, instance: str, member_id: str, limits: Limits) -> list[str]:
         """The command prefix that puts what follows into the member's cgroup, made
         (and its limits written) here. ``OSError`` when it cannot be."""
         name = _safe_name(f"{instance}-{member_id}")
-        groups = tuple(parent / name for parent in self._parents)
+        groups = tuple(base / name for base in self._bases)
         for group in groups:
             group.mkdir(exist_ok=True)
         self._made[member_id] = groups

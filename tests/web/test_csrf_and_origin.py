@@ -7,6 +7,8 @@ URL map, so a new write route without a case in ``valid_writes`` fails the suite
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from websockets.exceptions import InvalidStatus
 
@@ -44,7 +46,7 @@ def authenticated_writes(app) -> set[tuple[str, str]]:
     }
 
 
-def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict | None]]:
+def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, Any]]:
     """One request per write route that *succeeds* with the right token (see the
     positive control below), so a 403 in the attack test can only come from the CSRF
     and Origin checks. ``ids`` name the victim member and the admin's own chat and
@@ -68,7 +70,7 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, dict |
         ("/api/schedules", "POST"): {"prompt": "forged", "every": "every day at 8"},
         ("/api/schedules/preview", "POST"): {"every": "every day at 8"},
         ("/api/schedules/<job_id>", "PATCH"): {"paused": True},
-        ("/api/conversations/<conversation_id>/uploads", "POST"): None,  # an empty file named "upload"
+        ("/api/conversations/<conversation_id>/uploads", "POST"): b"forged",  # a file named "upload" (an empty one is refused)
         ("/api/memory/<root>/notes/<path:key>", "PUT"): {"content": "forged"},
         ("/api/projects", "POST"): {"slug": "forged"},
         ("/api/projects/<project_id>", "PATCH"): {"title": "Forged"},
@@ -222,8 +224,13 @@ async def test_writes_succeed_with_the_session_token_and_a_same_origin(skald, mo
     """The positive control for the forgeries below: each request in the table is valid."""
     host, admin, victim, ids = await _install(skald, model_server)
     for (rule, method), (path, body) in valid_writes(ids).items():
-        response = await admin.request(method, path, json=body, headers={"Origin": host.url})
+        response = await admin.request(method, path, **_body(body), headers={"Origin": host.url})
         assert response.status_code < 300, f"{method} {rule}: {response.status_code} {response.text}"
+
+
+def _body(body: Any) -> dict[str, Any]:
+    """The request's body: bytes as they are (an upload), anything else as JSON."""
+    return {"content": body} if isinstance(body, bytes) else {"json": body}
 
 
 FORGERIES = {
@@ -251,7 +258,7 @@ async def test_forged_cookie_writes_are_refused_on_every_route_and_change_nothin
             if value is not None:
                 headers[key] = {"same": host.url, "other": other.csrf_token}.get(value, value)
         for (rule, method), (path, body) in valid_writes(ids).items():
-            response = await forger.request(method, path, json=body, headers=headers)
+            response = await forger.request(method, path, **_body(body), headers=headers)
             assert response.status_code == 403, f"{method} {rule} with {forgery}: {response.status_code} {response.text}"
             assert response.json() == {"error": "missing or wrong CSRF token", "code": "csrf"}
 
