@@ -664,6 +664,17 @@ function dataResetNotice(member, conversations, recoverable) {
   return el("p", { class: "notice info data-reset", role: "status", text: t(key, { date: formatDate(member.data_reset_at) }) });
 }
 
+/** Titles the host announced (``conversation_changed``), by conversation, the newest
+ * few: a view opened after the event (a new conversation's first message) reads the
+ * title there when its own read raced the title's write. */
+const heardTitles = new Map();
+function hearTitle(data) {
+  if (!data.conversation_id || !data.title) return;
+  heardTitles.delete(data.conversation_id);
+  heardTitles.set(data.conversation_id, data.title);
+  if (heardTitles.size > 50) heardTitles.delete(heardTitles.keys().next().value);
+}
+
 class ChatView {
   constructor(ctx, status, conversations, loaded, nextBefore = null, listedFor = "") {
     this.ctx = ctx;
@@ -672,6 +683,11 @@ class ChatView {
     this.conversations = conversations;
     this.conversation = loaded?.conversation || null;
     this.conversationId = this.conversation?.id || null;
+    // Its title, heard from the host before this view existed (the fresh composer's
+    // view got the event, and a read racing the title's write answered none).
+    if (this.conversation && !this.conversation.title && heardTitles.has(this.conversationId)) {
+      this.conversation.title = heardTitles.get(this.conversationId);
+    }
     this.draftModel = null; // the fresh composer's model choice, applied when its first message creates the conversation
     this.started = null; // { id, model }: created by a first message not sent yet (an upload failed), reused by the next try
     this.seen = false;
@@ -1162,7 +1178,7 @@ class ChatView {
   onEvent(data) {
     if (data.type === "turn_started" || data.type === "turn_finished") this.list.setRunning(data.conversation_id, data.type === "turn_started");
     if (data.type === "user_message" || data.type === "turn_finished") this.refreshList();
-    if (data.type === "conversation_changed") { this.list.changed(data); this.refreshList(); }
+    if (data.type === "conversation_changed") { this.list.changed(data); this.refreshList(); hearTitle(data); }
     if (data.type === "conversation_deleted") this.list.removed(data.conversation_id);
     if (data.conversation_id === this.conversationId) this.onChatEvent(data);
   }
