@@ -219,6 +219,63 @@ class _Runtime:
         self.store = type("Store", (), {"db": db})()
 
 
+class _IdleRuntime(_Runtime):
+    """Also what the inbox worker's look asks: no turn runs; a drive is recorded."""
+
+    def __init__(self, db: Database) -> None:
+        super().__init__(db)
+        self.driven: list[str] = []
+
+    def running(self, conversation_id: str) -> bool:
+        return False
+
+    def drive(self, conversation_id: str, *, continuation: bool = False) -> None:
+        self.driven.append(conversation_id)
+
+
+async def test_the_periodic_look_reads_the_file_only_when_something_may_wait(db):
+    """§8.4's periodic look is the safety net for lost wake-ups, but an idle member's
+    file was read every ``recheck_secs`` for as long as it stayed open (50 signed-in
+    members: 25 reads a second, for nothing). A look that finds no waking event is not
+    repeated until the file is written; one that finds an event not due yet (a backoff)
+    is."""
+    runtime = _IdleRuntime(db)
+    coordinator = SubagentCoordinator(runtime, OrchestrationLimits(), asyncio.Semaphore(6))  # type: ignore[arg-type]
+    store = coordinator.store
+    looks: list[float] = []
+    waking = store.waking
+
+    async def counted(now: float) -> tuple[list[str], bool]:
+        looks.append(now)
+        return await waking(now)
+
+    store.waking = counted  # type: ignore[method-assign]
+
+    async def look() -> None:
+        coordinator._next_look = 0.0  # the period has passed
+        await coordinator.deliver_due()
+
+    await look()
+    await look()
+    assert len(looks) == 1  # nothing waits, nothing was written since
+
+    [run] = await accept(store, new_run())  # a write: the next look reads again
+    await look()
+    await look()
+    assert len(looks) == 2 and runtime.driven == []  # the run's slot is reserved, no event yet
+
+    await store.commit_terminal(run.run_id, run.execution_id, "completed", result="r")  # its wake-up is lost
+    await look()
+    assert len(looks) == 3 and runtime.driven == [CID]
+
+    await db.transaction(lambda c: c.execute("UPDATE agent_inbox_events SET next_attempt_at = ?", (time.time() + 3600,)))
+    runtime.driven.clear()
+    await look()
+    await look()
+    await look()
+    assert len(looks) == 6 and runtime.driven == []  # waiting, not due: looked at every period
+
+
 async def test_a_run_that_cannot_be_spawned_gives_its_completion_slot_back(db):
     """§8.9 and §8.10: the coordinator holds its runtime weakly (it does not keep it
     alive), and a background run it can no longer start is cancelled with its slot

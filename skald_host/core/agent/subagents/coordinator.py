@@ -11,7 +11,10 @@ Background (the root only): a completion slot is reserved with the rows; the run
 terminal commit turns it into a completion event in the same transaction; the inbox
 worker claims due events and hands them to a continuation turn of the conversation,
 whose hidden trigger is written in the transaction that consumes them. A wake-up is
-only a hint (§8.4): the worker also looks every ``recheck_secs``.
+only a hint (§8.4): the worker also looks every ``recheck_secs`` — in the file, unless
+nothing was written to it since a look found no event waiting (an idle member's file is
+not read every few seconds for ever; events only appear or come due by a write, or by a
+backoff the look saw).
 
 The coordinator reaches its runtime through a weak reference (§8.10): the runtime
 owns it, and a runtime that is gone must not be kept alive by its own helper.
@@ -228,6 +231,7 @@ class SubagentCoordinator:
         self._quiet: set[str] = set()  # conversations that may hold quiet events (a cancelled run's), for their next turn
         self._due_now: set[str] = set()  # woken for: driven without a read first
         self._next_look = 0.0
+        self._inbox_empty_at: int | None = None  # the file's ``changes`` when a look found no waking event
         self._worker: asyncio.Task[None] | None = None
         self._closed = False
         self._mailboxes: dict[str, TurnMailbox] = {}  # the running root turn's, per conversation
@@ -1001,7 +1005,12 @@ class SubagentCoordinator:
         if time.monotonic() < self._next_look:
             return started
         self._next_look = time.monotonic() + self.limits.recheck_secs
-        for conversation_id in await self.store.due_conversations(time.time()):
+        changes = self.store.db.changes  # read before the look: a write landing after it counts
+        if changes == self._inbox_empty_at:
+            return started  # nothing written since a look found the inbox without a waking event
+        due, waiting = await self.store.waking(time.time())
+        self._inbox_empty_at = None if waiting else changes
+        for conversation_id in due:
             self._maybe_pending.add(conversation_id)
             if conversation_id in self._mailboxes:
                 self._steer_hint.add(conversation_id)  # a lost wake-up: the next boundary looks

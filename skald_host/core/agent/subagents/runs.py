@@ -468,6 +468,21 @@ class RunStore:
             return None
         return float(row[0]), float(row[1])
 
+    async def waking(self, now: float) -> tuple[list[str], bool]:
+        """The inbox worker's periodic look: the conversations with due events that ask
+        for a continuation turn, oldest first, and whether any such event waits at all,
+        due or not yet (a backoff's ``next_attempt_at``): when none does, only a write to
+        the file can make one due."""
+        rows = await self.db.run(
+            lambda c: c.execute(
+                "SELECT conversation_id, min(CASE WHEN next_attempt_at <= ? THEN created_at END) FROM agent_inbox_events"
+                f" WHERE status = 'pending' AND {_WAKES} GROUP BY conversation_id",
+                (now,),
+            ).fetchall()
+        )
+        due = sorted((row for row in rows if row[1] is not None), key=lambda row: row[1])
+        return [row[0] for row in due], bool(rows)
+
     async def due_conversations(self, now: float, *, quiet: bool = False) -> list[str]:
         """The conversations with due events that ask for a continuation turn, oldest
         first; ``quiet``: only those whose due events wait for one (``_complete``)."""
