@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from importlib.resources import files
 from typing import Any, AsyncIterator
 
@@ -24,7 +25,7 @@ from quart import Blueprint, Response, request
 from skald_hookspecs import ChannelRequestError, HostApi, MemberLocked, TtsUnavailable, accepts, current_caller, public, returns
 from skald_hookspecs.channels import LOCK_LOGGED_OUT, LOCK_RESTARTED
 from skald_mobile_connector import PLUGIN_ID, running
-from skald_mobile_connector.service import DRAFT_KEY_MAX, PairingError, dumps
+from skald_mobile_connector.service import DRAFT_KEY_MAX, MAX_STREAMS_PER_MEMBER, PairingError, dumps
 from skald_mobile_connector.service import unfinished_pairing
 from skald_mobile_connector.strings import APP_KEYS, PAGE_KEYS, STRINGS
 
@@ -35,6 +36,7 @@ MAX_TEXT = 100_000
 #: The host's refusals of a file over a limit (contract 1.15: with their sizes).
 SIZE_REFUSALS = ("upload_too_large", "home_full")
 #: The locked member's words by the host's reason; an older host names none ("locked").
+log = logging.getLogger(__name__)
 LOCK_TEXT = {LOCK_RESTARTED: "locked_restarted", LOCK_LOGGED_OUT: "locked_logged_out"}
 APP_FILES = {
     "index.html": "text/html",
@@ -140,7 +142,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
         return caller.locale if caller else None
 
     def fail(key: str, status: int, **extra: Any) -> tuple[dict[str, Any], int]:
-        return {"error": t(key, caller_locale()), "code": key.removeprefix("err_"), **extra}, status
+        return {"error": t(key, caller_locale(), **extra), "code": key.removeprefix("err_"), **extra}, status
 
     def locked_answer(lock_reason: str) -> tuple[dict[str, Any], int]:
         """423 with words for why the data is locked (spec 1.2's reason), as the
@@ -668,6 +670,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
 
     @blueprint.get("/stream")
     @returns(EVENT, 200, "Server-sent events, one JSON object per `data:` line", content_types=("text/event-stream",))
+    @returns(ERROR, 429, "the member holds MAX_STREAMS_PER_MEMBER (20) streams open already (`limit` says how many)")
     async def stream() -> Any:
         """The member's live events (server-sent events over a plain GET, so a client
         can send its device token in the Authorization header). A fresh ``hello`` says
@@ -680,6 +683,9 @@ def build_blueprint(host: HostApi) -> Blueprint:
         if caller is None or current is None:
             return fail("err_not_running", 503)
         who, device = caller.id, caller.device_id
+        if current.streams_open(who) >= MAX_STREAMS_PER_MEMBER:
+            log.warning("member %s: event stream refused, %d open already", who, MAX_STREAMS_PER_MEMBER)
+            return fail("err_too_many_streams", 429, limit=MAX_STREAMS_PER_MEMBER)
         # The host checked the credential once, for this request; a stream outlives it, so
         # it listens for the credential's end (as the host's own /api/ws does).
         ended = asyncio.Event()
@@ -724,6 +730,9 @@ def build_blueprint(host: HostApi) -> Blueprint:
 
         async def stream_events() -> AsyncIterator[bytes]:
             with current.stream(who) as queue:
+                if queue is None:
+                    yield f"data: {dumps({'kind': 'closed', 'reason': 'too_many_streams'})}\n\n".encode()
+                    return
                 try:
                     await host.conversations(who, limit=1)
                     locked = False

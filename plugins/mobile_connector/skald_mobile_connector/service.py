@@ -81,6 +81,10 @@ OUTBOX_MAX_PER_MEMBER = 1000
 #: Besides after each acknowledgement, the bounds are applied every this many appends.
 OUTBOX_PRUNE_EVERY = 50
 STREAM_QUEUE = 256
+#: Event streams one member may hold open at once, as many as the host's own sockets
+#: (``server.websocket_max_per_member``'s default): every event of theirs is copied to
+#: each, so a script opening thousands held up every member's events. A phone holds one.
+MAX_STREAMS_PER_MEMBER = 20
 #: The whole Web Push payload: nothing a push service could read beyond "something is new".
 PUSH_PAYLOAD = b'{"t":"new"}'
 PUSH_TTL_SECONDS = 24 * 3600
@@ -338,8 +342,17 @@ class MobileService:
 
     # -- live streams ------------------------------------------------------------------------
 
+    def streams_open(self, member_id: str) -> int:
+        return len(self._streams.get(member_id, ()))
+
     @contextmanager
-    def stream(self, member_id: str) -> Iterator[asyncio.Queue[dict[str, Any]]]:
+    def stream(self, member_id: str) -> Iterator[asyncio.Queue[dict[str, Any]] | None]:
+        """The member's events, as a queue; ``None`` when they hold
+        ``MAX_STREAMS_PER_MEMBER`` open already (the route refused the most, this the
+        rest: a burst of requests all passed its count before any stream opened)."""
+        if self.streams_open(member_id) >= MAX_STREAMS_PER_MEMBER:
+            yield None
+            return
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(STREAM_QUEUE)
         self._streams.setdefault(member_id, set()).add(queue)
         try:
