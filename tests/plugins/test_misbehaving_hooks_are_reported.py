@@ -159,6 +159,35 @@ async def test_a_quick_hook_is_not_reported(caplog):
     assert held_warnings(caplog) == []
 
 
+class SlowRegistration:
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        return info("slow-registration")
+
+    @hookimpl
+    def register_i18n(self, register) -> None:
+        time.sleep(2.3)  # in a thread of its own: no event loop held, and within the timeout
+        register(I18nBundle("slow-registration", {"en": {"late": "in time"}}))
+
+
+async def test_a_register_hook_that_slows_the_start_is_a_problem_on_the_plugins_page(skald, caplog):
+    caplog.set_level(logging.WARNING)
+    host = await skald.start(plugins=[SlowRegistration()], enable=["slow-registration"])
+    admin = await host.admin()
+
+    status = host.core.plugins.status("slow-registration")
+    assert (status.state, status.healthy, status.error) == ("loaded", True, None)
+    (card,) = [p for p in (await admin.get("/api/admin/plugins")).json()["plugins"] if p["id"] == "slow-registration"]
+    assert card["problems"] == 1
+    (problem,) = (await admin.get("/api/admin/plugins/slow-registration")).json()["failures"]
+    assert problem["where"] == "hook register_i18n" and 2.3 <= problem["took_seconds"] < 5
+    assert problem["message"].startswith(f"register_i18n took {problem['took_seconds']:.1f} s at the server's start")
+    (german,) = (await host.core.catalog.detail("slow-registration", "de"))["failures"]
+    assert german["message"].startswith(f"register_i18n brauchte beim Start des Servers {problem['took_seconds']:.1f} s")
+    assert any("register_i18n took 2." in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    assert held_warnings(caplog) == []  # it held no event loop: slow, not blocking
+
+
 # -- registration errors name the exception's type ---------------------------------------
 
 

@@ -95,6 +95,26 @@ async def test_values_the_new_schema_refuses_read_as_defaults_and_the_admin_is_t
     assert await host.core.instance_settings.values("tally_page") == {"max_events": 20}
 
 
+async def test_the_admin_removes_stale_settings_without_saving_the_form(skald):
+    """A renamed or dropped field (``unit``) has nothing in the form to correct: the
+    notice's "remove" drops what the version refuses, and nothing is listed after."""
+    host, _ = await _upgraded(skald)
+    await host.core.set_plugin_enabled("tally", True)
+    admin = await host.admin()
+
+    removed = await admin.delete("/api/admin/plugins/tally/stale-settings")
+
+    assert removed.status_code == 200, removed.text
+    assert removed.json()["stale_settings"] == [] and removed.json()["settings_sets"][0]["stale"] == []
+    card = {p["id"]: p for p in (await admin.get("/api/admin/plugins")).json()["plugins"]}["tally"]
+    assert card["stale_settings"] == []
+    assert await host.core.catalog._config("tally") == {}
+    assert await host.core.instance_settings.values("tally_page") == {}
+    api = host.core.host_api("tally")
+    assert dict(await api.get_config()) == {"max_step": 5, "mode": 1}  # what it read before
+    assert host.core.plugins.status("tally").started
+
+
 async def test_a_save_of_one_field_stores_a_result_the_new_schema_accepts(skald):
     host, _ = await _upgraded(skald)
     admin = await host.admin()

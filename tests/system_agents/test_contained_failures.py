@@ -88,3 +88,21 @@ async def test_an_exception_from_has_work_is_a_failed_run_in_the_members_list(sk
     assert runs[0]["error"].startswith("ValueError in has_work (error id ") and "private" not in runs[0]["error"]
     listed = (await alice.get("/api/system-agents/runs")).json()["runs"]
     assert [r["status"] for r in listed] == ["failed"]
+
+
+async def test_one_pass_failing_for_every_member_is_one_problem_on_the_plugins_page(skald):
+    host = await _start(skald, CountingAgents(unit="minutes", interval=5, fail=True))
+    alice, bob = await host.member("alice"), await host.member("bob")
+    failed = [o.member_id for o in await host.core.system_agents.tick() if o.result == "failed"]
+    assert {alice.member["id"], bob.member["id"]} <= set(failed)
+    failures = (await (await host.admin()).get("/api/admin/plugins/counting")).json()["failures"]
+    assert [(f["where"], f["members"]) for f in failures] == [("system agent counted", len(failed))]
+    # Every member's run row cites the one entry the admin sees.
+    for member in (alice, bob):
+        (run,) = await runs_in_file(host.core, member.member["id"])
+        assert run["error"] == f"RuntimeError (error id {failures[0]['error_id']})"
+    # The next pass is a problem of its own: the page says when the agent failed again.
+    host.core.system_agents.clock.advance(days=1)
+    await host.core.system_agents.tick()
+    failures = (await (await host.admin()).get("/api/admin/plugins/counting")).json()["failures"]
+    assert len(failures) == 2 and failures[1]["members"] == len(failed)

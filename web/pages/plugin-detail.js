@@ -58,6 +58,22 @@ function markTheOtherFields(holder, response) {
   }
 }
 
+/** Stored values this version refuses, and a button that removes them all (the
+ * plugin's and its settings sets'): a renamed or dropped field has nothing in the form
+ * to correct, and the note stayed until the admin saved an unchanged form. */
+function staleNotice(plugin, fields) {
+  const note = notice("warning", t("plugin.stale_settings_note", { fields: fields.join(", ") }));
+  const remove = el("button", { class: "btn", type: "button", "data-testid": "stale-remove", text: t("plugin.stale_settings_remove") });
+  remove.addEventListener("click", async () => {
+    const response = await api("DELETE", `/api/admin/plugins/${encodeURIComponent(plugin.id)}/stale-settings`);
+    if (response.ok) document.querySelectorAll(".stale-settings").forEach((shown) => shown.remove());
+    else note.replaceChildren(notice("error", errorText(response)));
+  });
+  note.classList.add("stale-settings");
+  note.append(" ", remove);
+  return note;
+}
+
 /** `refresh`: redraws the plugin's state after a save, which may have restarted it
  * (since contract 1.8) into health or out of it: "Saved." beside a stale "Running"
  * told the admin nothing of a save that broke the plugin. */
@@ -82,7 +98,7 @@ function configSection(plugin, refresh) {
   // Stored values this version refuses (or of fields it dropped): the form shows the
   // defaults the plugin reads instead, and saving it stores them.
   const own = (plugin.stale_settings || []).filter((name) => !name.includes("."));
-  const stale = own.length ? notice("warning", t("plugin.stale_settings_note", { fields: own.join(", ") })) : null;
+  const stale = own.length ? staleNotice(plugin, own) : null;
   const holder = section(t("plugin.config_title"), stale, configForm({
     fields: schema,
     values: plugin.config || {},
@@ -101,7 +117,7 @@ function configSection(plugin, refresh) {
 // general settings page, saved through the same route.
 function settingsSetSections(plugin) {
   return (plugin.settings_sets || []).map((set) => {
-    const stale = set.stale?.length ? notice("warning", t("plugin.stale_settings_note", { fields: set.stale.join(", ") })) : null;
+    const stale = set.stale?.length ? staleNotice(plugin, set.stale) : null;
     const holder = section(set.title, stale, configForm({
       fields: set.fields || [],
       values: set.values || {},
@@ -132,8 +148,12 @@ function problemsSection(plugin) {
     parts.push(el("p", { class: "hint", "data-testid": "failures-since-start", text: t("plugin.failures_since_start") }));
     parts.push(el("ul", { class: "plain tool-failures" }, ...failures.slice().reverse().map((f) => el("li", { "data-error-id": f.error_id },
       el("details", {}, el("summary", {}, el("code", { text: f.error_id }), ` ${f.where || f.tool} · ${f.at}`,
-        // A hook's repeats within a minute, folded into this entry (not listed again).
-        f.repeats ? ` · ${t("plugin.failure_repeats", { count: f.repeats, last: f.last_at })}` : ""), traceback(f.traceback))))));
+        // A system agent's pass that failed for several members: one entry, its latest traceback.
+        f.members > 1 ? ` · ${t("plugin.failure_members", { count: f.members, last: f.last_at })}`
+          // A hook's repeats within a minute, folded into this entry (not listed again).
+          : f.repeats ? ` · ${t("plugin.failure_repeats", { count: f.repeats, last: f.last_at })}` : ""),
+        // The host's own words (a hook slow at start), in the reader's language; else the traceback.
+        f.message ? el("p", { text: f.message }) : traceback(f.traceback))))));
   }
   return section(t("plugin.problems_title"), ...parts);
 }

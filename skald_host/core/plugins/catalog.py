@@ -141,6 +141,12 @@ class PluginCatalog:
             entry["degraded"] = self.degraded_text(status, locale)
         entry.pop("error_key", None)
         entry.pop("error_values", None)
+        # Problems the host said in words of its own (a hook slow at start): in the
+        # reader's language, beside the English the log has.
+        entry["failures"] = [
+            {**f, "message": self._core.strings.translate(f["key"], locale, **f.get("values", {}))} if "key" in f else f
+            for f in entry.get("failures", [])
+        ]
         return entry
 
     def error_text(self, status: Any, locale: str | None) -> str | None:
@@ -266,6 +272,27 @@ class PluginCatalog:
                 values = await self._core.instance_settings.values(contribution.value.id)
                 names += [f"{contribution.value.id}.{name}" for name in stale(fields, values)]
         return names
+
+    async def forget_stale_settings(self, plugin_id: str, locale: str | None = None) -> dict[str, Any]:
+        """Drop the stored settings the running version refuses (``stale_settings``), the
+        admin's "remove" on the notice; the plugin's detail after. A renamed or dropped
+        field has nothing in the form to correct, so the notice stayed until the admin
+        happened to save the unchanged form, and read as something still to do. The
+        plugin already reads their defaults: nothing it reads changes, and it is not
+        restarted. Only this removes them (or a save): reading changes nothing stored,
+        so going back to the previous version still finds them until then."""
+        info = self._info(plugin_id)
+        stored = await self._config(plugin_id)
+        kept = accepted(info.config_schema, stored)
+        if kept != stored:
+            await self.store_row(plugin_id, info, config=self._core.sealed("plugins", "config", plugin_id, json.dumps(kept)))
+        for contribution in self._core.config_sets:
+            if contribution.plugin_id == plugin_id:
+                values = await self._core.instance_settings.values(contribution.value.id)
+                if (fresh := accepted(contribution.value.fields, values)) != values:
+                    await self._core.instance_settings.store(contribution.value.id, fresh)
+        log.info("plugin %s: stored settings its version refuses removed at the admin's request", plugin_id)
+        return await self.detail(plugin_id, locale)
 
     async def _standby(self, locale: str | None) -> dict[str, str]:
         """A loaded sandbox backend plugin that does not run the commands here, and why,
@@ -680,15 +707,19 @@ class InstanceSettings:
         the catalog, saved through the same ``save``."""
         return [await self._shown(c, locale) for c in self._core.config_sets if c.plugin_id == plugin_id and c.value.owner is not None]
 
-    async def save(self, set_id: str, values: Any) -> dict[str, Any]:
-        config_set = self._set(set_id)
-        fresh = validate(config_set.fields, values, await self.values(set_id))
+    async def store(self, set_id: str, values: dict[str, Any]) -> None:
+        """Write a set's values as they are (``save`` checks them first)."""
         await self._core.registry.transaction(
             lambda c: c.execute(
                 "INSERT INTO config (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (f"set:{set_id}", self._core.sealed("config", "value", f"set:{set_id}", json.dumps(fresh))),
+                (f"set:{set_id}", self._core.sealed("config", "value", f"set:{set_id}", json.dumps(values))),
             )
         )
+
+    async def save(self, set_id: str, values: Any) -> dict[str, Any]:
+        config_set = self._set(set_id)
+        fresh = validate(config_set.fields, values, await self.values(set_id))
+        await self.store(set_id, fresh)
         self._core.wake_system_agents()  # an agent's set: turned on, or a shorter interval
         return masked(config_set.fields, fresh)
 

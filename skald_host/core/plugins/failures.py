@@ -46,7 +46,7 @@ def withheld_traceback(exc: BaseException, *, say: bool = False) -> str:
 
 def record_failure(
     plugins: PluginManager | None, plugin_id: str, where: str, exc: BaseException, *, say: bool = False, tool: str | None = None,
-    level: int = logging.ERROR,
+    level: int = logging.ERROR, one_pass: object | None = None,
 ) -> str:
     """Log the failure and keep it for the plugin's page; its error id, for whoever
     tells someone that it failed (the model, a client, a run's row). ``level``: a
@@ -57,9 +57,29 @@ def record_failure(
     than a minute ago (same place, same exception type, and the same message where it
     is said) is folded into that entry
     (``PluginManager.repeat_of``: a count, no new entry, no new log line at ERROR);
-    its error id is that entry's."""
+    its error id is that entry's.
+
+    ``one_pass``: the system-agent pass the failure happened in (a token of the
+    scheduler's). A failing agent fails for every member its pass runs for, and each
+    member's failure was an entry of its own: twenty members made twenty entries of one
+    bug, pushing everything else out of the list. Within one pass they are one entry,
+    ``members`` counting whom it failed for and its traceback the latest; a traceback
+    unlike the listed one is still logged, under the entry's error id, which every
+    member's run row cites."""
     fold: tuple[Any, ...] | None = None
-    if plugins is not None and where.startswith(FOLDED):
+    if plugins is not None and one_pass is not None:
+        fold = (where, tool, "pass", one_pass)
+        text = withheld_traceback(exc, say=say)
+        earlier = plugins.repeat_of(plugin_id, fold, window=None)
+        if earlier is not None:
+            earlier["members"] = earlier.get("members", 1) + 1
+            if text != earlier["traceback"]:
+                earlier["traceback"] = text
+                log.log(level, "plugin %s: %s failed for another member, now so (error id %s)\n%s", plugin_id, where, earlier["error_id"], text)
+            else:
+                log.debug("plugin %s: %s failed for another member (error id %s)", plugin_id, where, earlier["error_id"])
+            return str(earlier["error_id"])
+    elif plugins is not None and where.startswith(FOLDED):
         fold = (where, tool, f"{type(exc).__module__}.{type(exc).__qualname__}", str(exc) if say else "")
         earlier = plugins.repeat_of(plugin_id, fold)
         if earlier is not None:
@@ -73,6 +93,8 @@ def record_failure(
     }
     if tool is not None:
         failure["tool"] = tool
+    if one_pass is not None:
+        failure["members"] = 1
     if plugins is not None:
         plugins.record_failure(plugin_id, failure, fold=fold)
     return error_id

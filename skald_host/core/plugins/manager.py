@@ -61,6 +61,12 @@ HELD_PROBLEM_EVERY_SECONDS = 60.0
 #: every model round, and one broken connector filled the list (and the log) with
 #: copies, pushing the plugin's earlier, real failures out of ``FAILURES_KEPT``.
 REPEAT_FOLD_SECONDS = 60.0
+#: A ``register_*`` hook that takes this long is listed among its plugin's problems:
+#: the boot awaits each plugin's hooks in turn, and one that slept just under the hook
+#: timeout (5 s) slowed every start of the server with nothing said anywhere. A hook
+#: in a thread of its own holds no event loop, so ``LoopWatch`` never noticed it.
+SLOW_HOOK_SECONDS = 2.0
+SLOW_HOOK_KEY = "core.plugin.slow_hook_at_start"
 #: Hooks whose ``register`` takes a folder the host reads later, on use: one that is not
 #: there (left out of the wheel's package data) fails the plugin here, naming the path,
 #: not every use later with an error far from its cause.
@@ -931,18 +937,23 @@ class PluginManager:
             status.failures.append(failure)
             status.failures_total += 1
             if fold is not None:
+                # Folds of entries pushed out of the list can no longer be folded into:
+                # dropped, so that keys no window ends (a system agent's passes) stay few.
+                for key in [k for k, (_, f) in self._repeats.items() if k[0] == plugin_id and not any(f is g for g in status.failures)]:
+                    del self._repeats[key]
                 self._repeats[(plugin_id, fold)] = (self.clock(), failure)
 
-    def repeat_of(self, plugin_id: str, fold: tuple[Any, ...]) -> dict[str, Any] | None:
+    def repeat_of(self, plugin_id: str, fold: tuple[Any, ...], *, window: float | None = REPEAT_FOLD_SECONDS) -> dict[str, Any] | None:
         """The listed entry a failure repeats (same ``fold`` key, listed less than
-        ``REPEAT_FOLD_SECONDS`` ago, still in the list), counted into it; or None,
-        when the failure is to be listed (and logged) as a new one."""
+        ``window`` seconds ago, still in the list), counted into it; or None, when the
+        failure is to be listed (and logged) as a new one. ``window`` None: no time
+        limit, for a fold key that ends by itself (a system agent's pass)."""
         status = self._status.get(plugin_id)
         earlier = self._repeats.get((plugin_id, fold))
         if status is None or earlier is None:
             return None
         listed, failure = earlier
-        if self.clock() - listed >= REPEAT_FOLD_SECONDS or not any(f is failure for f in status.failures):
+        if (window is not None and self.clock() - listed >= window) or not any(f is failure for f in status.failures):
             del self._repeats[(plugin_id, fold)]
             return None
         failure["repeats"] = failure.get("repeats", 0) + 1
@@ -966,6 +977,24 @@ class PluginManager:
             "traceback": f"{what} held the event loop for {seconds:.1f} s at a stretch: meanwhile the server answered"
             " nobody. Blocking work (time.sleep, a synchronous client, heavy computing) belongs in a thread"
             " (await asyncio.to_thread(...)); await instead of blocking. Listed at most once a minute.",
+        })
+        return error_id
+
+    def slow_at_start(self, plugin_id: str, hook_name: str, seconds: float) -> str:
+        """List a hook that slowed the server's start among the plugin's problems (and
+        log it); its error id. ``key`` and ``values``: the host's string for it, which the
+        catalog says in the reader's language (``message``)."""
+        error_id = uuid.uuid4().hex[:12]
+        log.warning(
+            "plugin %s: %s took %.1f s at the server's start, which waited for it (register only;"
+            " load what takes time lazily, or start it in a task from startup); error id %s", plugin_id, hook_name, seconds, error_id,
+        )
+        self.record_failure(plugin_id, {
+            "error_id": error_id, "where": f"hook {hook_name}", "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "took_seconds": round(seconds, 1), "key": SLOW_HOOK_KEY, "values": {"hook": hook_name, "seconds": f"{seconds:.1f}"},
+            # Shown where a failure's traceback is, for a reader of the raw API; the page shows ``message``.
+            "traceback": f"{hook_name} took {seconds:.1f} s at the server's start, and the start waited for it."
+            " A register_* hook should only register: load what takes time lazily, or start it in a task from startup.",
         })
         return error_id
 
@@ -1108,11 +1137,14 @@ class PluginManager:
                     raise PluginError(f"{kind} {own_key(value)!r} is registered twice: each {kind} of a plugin needs an id of its own")
                 _mine.append(Contribution(_pid, value, _calling_place()))
 
+            began = time.perf_counter()
             try:
                 available = {"register": register, **(extra(plugin_id) if extra else {})}
                 returned = await self._bounded(impl, hook_name, [available[a] for a in impl.argnames], in_thread=hook_name in THREADED_HOOKS)
                 if returned is not None:
                     raise ReturnedInsteadOfRegistering(hook_name, returned, impl.function)
+                if time.perf_counter() - began > SLOW_HOOK_SECONDS:
+                    self.slow_at_start(plugin_id, hook_name, time.perf_counter() - began)
             except (Exception, *PLUGIN_EXITS) as exc:  # a sys.exit() in the hook ended the server
                 if self._strict:
                     raise StrictPluginFailure.of(plugin_id, hook_name, exc) from exc

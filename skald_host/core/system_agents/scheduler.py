@@ -13,6 +13,7 @@ member's and every plugin's agents, until a restart. ``clock`` is what tests mov
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import datetime as dt
 import json
 import logging
@@ -39,6 +40,11 @@ log = logging.getLogger(__name__)
 #: pass always is: its coverage, or the naming of its latest supervisor).
 FIRST_WINDOW = dt.timedelta(days=1)
 RUNS_SHOWN = 200
+#: The agent's pass under way in this task (a token, set by ``_agent_pass``): its runs'
+#: failures are one problem on the plugin's page (``record_failure``'s ``one_pass``),
+#: not one per member. A context variable, as each pass is a task of its own and the
+#: runs are several calls below it; a run outside a pass has none, and is listed alone.
+_THIS_PASS: contextvars.ContextVar[object | None] = contextvars.ContextVar("system_agent_pass", default=None)
 #: A pass that failed is tried again this long after, doubling with each failure in a
 #: row, never later than the agent would come due anyway (its interval; a review's next
 #: night): a model that is down is not asked every few minutes, each ask a billed
@@ -381,6 +387,8 @@ class SystemAgentScheduler:
         One that fails (its settings, a member's file) leaves the agents and members
         after it their turn."""
         outcomes: list[Outcome] = []
+        # This task's own: the failures of the pass's runs fold into one problem.
+        _THIS_PASS.set(object())
         async with self._slots:
             try:
                 if not await self.registry.enabled(entry):
@@ -619,7 +627,10 @@ class SystemAgentScheduler:
                 error_id = self._record_cut(entry, exc, "has_work")
                 error = _stored_error(exc.code, exc.values, f"has_work {exc} (error id {error_id})")
             else:
-                error_id = record_failure(self.core.plugins, entry.plugin_id, f"system agent {entry.id} (has_work)", exc, say=isinstance(exc, PluginError))
+                error_id = record_failure(
+                    self.core.plugins, entry.plugin_id, f"system agent {entry.id} (has_work)", exc, say=isinstance(exc, PluginError),
+                    one_pass=_THIS_PASS.get(),
+                )
                 error = f"{type(exc).__name__} in has_work (error id {error_id})"
 
             def failed_run(c: Any) -> None:
@@ -650,7 +661,10 @@ class SystemAgentScheduler:
             except (Exception, *PLUGIN_EXITS) as exc:
                 # The type and the error id the plugin's page lists its traceback under; not
                 # the message, which may quote the member's words.
-                error_id = record_failure(self.core.plugins, entry.plugin_id, f"system agent {entry.id}", exc, say=isinstance(exc, PluginError))
+                error_id = record_failure(
+                    self.core.plugins, entry.plugin_id, f"system agent {entry.id}", exc, say=isinstance(exc, PluginError),
+                    one_pass=_THIS_PASS.get(),
+                )
                 status, error = "failed", f"{type(exc).__name__} (error id {error_id})"
             stats = {k: int(v) for k, v in context.stats.items() if isinstance(v, (int, float))}
             await db.transaction(lambda c: store.finish_run(c, run_id, status, iso(self.clock()), stats, error))
@@ -663,7 +677,9 @@ class SystemAgentScheduler:
         no member's data); its error id. A cancellation because the admin disabled the
         plugin is said at WARNING: the admin's act, not the plugin's fault."""
         level = logging.WARNING if cut.code == "system_agent_cancelled" else logging.ERROR
-        return record_failure(self.core.plugins, entry.plugin_id, f"system agent {entry.id} ({what})", cut, say=True, level=level)
+        return record_failure(
+            self.core.plugins, entry.plugin_id, f"system agent {entry.id} ({what})", cut, say=True, level=level, one_pass=_THIS_PASS.get(),
+        )
 
     async def run_ephemeral_turn(
         self, member: Member, entry: RegisteredAgent, agent_id: str, message: str, substitutions: Mapping[str, str]

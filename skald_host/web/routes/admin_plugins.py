@@ -82,6 +82,14 @@ async def configure(plugin_id: str) -> dict:
     return await _guard(_core().catalog.configure(plugin_id, values, await reader_locale()), plugin_id)
 
 
+@bp.delete("/api/admin/plugins/<plugin_id>/stale-settings")
+@requires("plugins.manage")
+async def forget_stale_settings(plugin_id: str) -> dict:
+    """Remove the stored settings this version refuses (``stale_settings``): the
+    plugin's detail after, with none."""
+    return await _guard(_core().catalog.forget_stale_settings(plugin_id, await reader_locale()), plugin_id)
+
+
 @bp.get("/api/admin/plugins/<plugin_id>/access")
 @requires("plugins.manage")
 async def roster(plugin_id: str) -> dict:
