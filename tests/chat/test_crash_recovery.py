@@ -185,6 +185,42 @@ async def test_kill_mid_stream_keeps_the_partial_as_interrupted_and_the_turn_con
     await all_well_formed(alice)
 
 
+def interrupted_dates(data_dir: Path) -> list[str]:
+    import sqlite3
+
+    conn = sqlite3.connect(f"{(data_dir / 'database' / 'system.db').absolute().as_uri()}?mode=ro", uri=True)
+    try:
+        return [r[0] for r in conn.execute("SELECT created_at FROM llm_requests WHERE status = 'interrupted'")]
+    finally:
+        conn.close()
+
+
+async def test_a_request_cut_by_a_crash_is_logged_at_recovery_dated_when_it_was_sent(servers, model, distribution):
+    """Recovery writes the cut request's row at the member's next sign-in, maybe the next
+    day: the row says when the request was sent (its answer's row), so the usage page
+    counts it on that day, not on the day the member came back."""
+    server, _, alice = await first_run(servers, model)
+    model.responder = lambda request: Hang(text="the partial answer", token_delay=0.02)
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Tell me everything.")
+
+        async def checkpointed() -> bool:
+            return (await stored_messages(alice, cid))[-1]["content"] == "the partial answer"
+
+        await eventually(checkpointed, what="the partial answer to be checkpointed")
+    sent_at = (await stored_messages(alice, cid))[-1]["created_at"]
+    server.kill()
+    await asyncio.sleep(1.2)  # the member comes back later
+    model.responder = lambda request: Reply("A complete answer.")
+    server = await servers.start()
+    alice = await server.login("alice", PASSWORD)
+    async with ChatSocket(alice) as sock:
+        await sock.wait_event(cid, "turn_finished")
+    await eventually(lambda: len(interrupted_dates(servers.data_dir)) == 1, what="the cut request's row")
+    assert interrupted_dates(servers.data_dir) == [sent_at]
+
+
 async def test_an_answer_cut_off_at_every_start_is_asked_for_three_times_then_fails_with_retry(servers, model, distribution):
     """A crash loop (a server killed while it writes the same answer, start after start)
     must not bill the provider on every start: recovery asks again RESUME_LIMIT times,

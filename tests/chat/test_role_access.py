@@ -253,6 +253,57 @@ async def test_a_deactivated_member_cannot_approve_by_web_or_channel_and_nothing
     assert chat.probe.writes == []
 
 
+async def test_a_card_pending_at_a_deactivation_is_withdrawn_and_never_runs_after_a_reactivation(chat, caplog):
+    """Deactivating locks the member and ends their turn; their card stays in their
+    file. Reactivated and signed in again, the card is withdrawn as their chat resumes
+    (not shown again, announced as withdrawn), approving it changes nothing, and the
+    model reads that the call did not run."""
+    caplog.set_level(logging.INFO)
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    alice_id = alice.member["id"]
+    chat.server.script(MODEL_A, [write("before the deactivation"), Reply("Understood.")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Write a note.")
+        card = await sock.wait_event(cid, "approval_required")
+    for active in (False, True):
+        response = await chat.admin.patch(f"/api/admin/members/{alice_id}", json={"active": active})
+        assert response.status_code == 200, response.text
+    alice = await chat.host.member("alice")
+    async with ChatSocket(alice) as sock:  # connecting resumes the member's chat
+        events = await sock.turn(cid)
+        response = await alice.post(f"/api/approvals/{card['approval_id']}", json={"decision": "approve"})
+    assert response.status_code == 409, response.text
+    assert chat.probe.writes == []
+    assert not [e for e in events if e["type"] == "approval_required"], events
+    [resolved] = [e for e in events if e["type"] == "approval_resolved"]
+    assert (resolved["approval_id"], resolved["decision"], resolved["reason"]) == (card["approval_id"], "denied", "withdrawn")
+    call = calls(await messages(alice, cid))[0]
+    assert (call["status"], call["result"]) == ("denied", WITHDRAWN)
+    assert (await alice.get("/api/approvals")).json()["approvals"] == []
+    assert [m["content"] for m in chat.server.requests_for(MODEL_A)[-1].messages if m["role"] == "tool"] == [ON_THE_WIRE]
+    assert f"denied member={alice_id} member:deactivated via=approval tool=write_note" in audit_lines(caplog)
+
+
+async def test_a_card_raised_after_a_reactivation_runs_as_ever(chat):
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    alice_id = alice.member["id"]
+    for active in (False, True):
+        assert (await chat.admin.patch(f"/api/admin/members/{alice_id}", json={"active": active})).status_code == 200
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [write("after the reactivation"), Reply("Done.")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Write a note.")
+        card = await sock.wait_event(cid, "approval_required")
+        response = await alice.post(f"/api/approvals/{card['approval_id']}", json={"decision": "approve"})
+        assert response.json()["decision"] == "approved", response.text
+        await sock.turn(cid)
+    assert chat.probe.writes != []
+
+
 async def test_calls_waiting_in_their_batch_are_refused_when_access_went_meanwhile(chat, caplog):
     """The second call of a sequential batch waits for the first one's approval; the
     grant is revoked during that wait, so neither starts (``lookup`` needs no approval)."""

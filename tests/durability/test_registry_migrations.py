@@ -80,6 +80,7 @@ async def test_registry_upgrade_keeps_members_and_their_sealed_keys(tmp_path, ca
     assert after.pop("data_reset_at") is None  # no admin reset lost their data
     assert after.pop("supervision_seen_at") is None  # never told of a supervisor yet
     assert after.pop("password_set_by_admin") == 0  # who chose it then is not known
+    assert after.pop("deactivated_at") is None  # no deactivation withdraws a card of before
     assert after == before
 
 

@@ -13,6 +13,8 @@ from urllib.parse import quote
 
 from skald_hookspecs.types import ConfigField
 from skald_host.core.files.service import FileService
+from skald_host.core.identity.users import UserManager
+from skald_host.core.storage.errors import DiskFull
 from skald_host.testing.host import MEMBER_PASSWORD
 
 from tests.catalog.support import Routed
@@ -341,3 +343,31 @@ async def test_a_reset_refuses_before_changing_anything_when_the_home_is_on_anot
     bob = await _signed_in(host, "bob", "member password for tests")
     assert (await bob.get(f"/api/file?path={quote(upload)}")).content == b"dear diary"
     assert _quarantine(host, bob_id, "db") == [] and _quarantine(host, bob_id, "home") == []
+
+
+async def test_a_reset_the_full_disk_refuses_while_preparing_leaves_the_member_signed_in(skald, monkeypatch):
+    """The new file cannot be made (the disk is full): the reset answers 507 and costs
+    the member nothing — the session they had still reaches their files, and their
+    unchanged password still signs them in."""
+    host, admin, [bob] = await _started(skald, "bob")
+    bob_id = bob.member["id"]
+    upload = await _upload(bob, "diary.txt", b"dear diary")
+    original = UserManager._open_member_file
+
+    async def full(self, member_id, path, dek, *args, create=False, **kwargs):
+        if create:
+            raise DiskFull("the disk is full: (test) the new database could not be written")
+        return await original(self, member_id, path, dek, *args, create=create, **kwargs)
+
+    monkeypatch.setattr(UserManager, "_open_member_file", full)
+    response = await _reset(admin, bob_id)
+    monkeypatch.setattr(UserManager, "_open_member_file", original)
+    assert response.status_code == 507, response.text
+    assert response.json()["code"] == "disk_full"
+    assert (await bob.get(f"/api/file?path={quote(upload)}")).content == b"dear diary"  # still signed in
+    assert (await bob.get("/api/conversations")).status_code == 200
+    assert (await host.client().login("bob", NEW)).status_code == 401
+    again = await _signed_in(host, "bob", "member password for tests")
+    assert (await again.get(f"/api/file?path={quote(upload)}")).content == b"dear diary"
+    assert _quarantine(host, bob_id, "db") == []
+    assert not host.core.users.reset_path(bob_id).exists()

@@ -127,6 +127,26 @@ def decide(rules: list[Rule], tool: str, arguments: Mapping[str, Any], groups: f
     return min(matching, key=lambda r: (r.priority, r.id)).action
 
 
+#: What a refusal for a card raised before the member's deactivation names in the
+#: audit line (``raised_before_deactivation``).
+DEACTIVATED = "member:deactivated"
+
+
+def raised_before_deactivation(approval: Mapping[str, Any], deactivated_at: str | None) -> bool:
+    """Whether ``approval``'s call is withdrawn because an admin deactivated the member
+    after the card was raised (check C5). Deactivation locks the member and ends their
+    turn, but their card stays in their file: reactivated, they could otherwise approve
+    it, and it ran. Withdrawn whatever became of it after the deactivation (still
+    pending, approved or spent since); a card the member declined, or that expired,
+    before it keeps its own end. ``deactivated_at``: ``Member.deactivated_at``."""
+    if deactivated_at is None or approval["created_at"] > deactivated_at:
+        return False
+    if approval["status"] == "expired":
+        return False
+    resolved_at = approval.get("resolved_at")
+    return not (approval["status"] == "denied" and resolved_at is not None and resolved_at <= deactivated_at)
+
+
 def expiry() -> str:
     return (dt.datetime.now(dt.timezone.utc) + APPROVAL_TTL).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 

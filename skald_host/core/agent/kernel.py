@@ -44,7 +44,16 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
 
 from skald_hookspecs.types import ToolContext, ToolError
 from skald_host.core import audit, schedules
-from skald_host.core.agent.approvals import WITHDRAWN_REASON, arguments_hash, decide, expired, expiry, seconds_left
+from skald_host.core.agent.approvals import (
+    DEACTIVATED,
+    WITHDRAWN_REASON,
+    arguments_hash,
+    decide,
+    expired,
+    expiry,
+    raised_before_deactivation,
+    seconds_left,
+)
 from skald_host.core.agent.definitions import AgentDefinition, AgentError
 from skald_host.core.agent.projection import ProjectionMemo, project, unfinished_calls
 from skald_host.core.agent.questions import QuestionError
@@ -1448,7 +1457,8 @@ class Kernel:
         if not isinstance(arguments, dict):
             return "error", arguments
         approval = await self.store.approval_for_call(call["id"])
-        if approval is not None and approval["status"] == "pending" and not scope.unattended:
+        withdrawn = approval is not None and raised_before_deactivation(approval, self.runtime.member.deactivated_at)
+        if approval is not None and approval["status"] == "pending" and not scope.unattended and not withdrawn:
             self.emit(scope.frame, "approval_required", approval_id=approval["id"], call_id=call["id"], name=call["name"],
                       arguments=call["arguments"], untrusted=await self.store.untrusted(scope.frame.id))
         return await self._await_approval(scope, call, approval, arguments_hash(arguments))
@@ -1461,6 +1471,18 @@ class Kernel:
         if await self.store.resolve_approval(approval_id, "expired"):
             self.runtime.emit("approval_resolved", scope.frame.conversation_id, approval_id=approval_id, decision="expired")
 
+    async def _withdraw_deactivated(self, scope: Scope, call: dict[str, Any], approval: dict[str, Any]) -> tuple[str, str]:
+        """A card raised before the member was deactivated, read again after they were
+        reactivated (their file opens again): the call is withdrawn, never run. A card
+        still pending is written denied and announced as a withdrawn OK is
+        (``MemberRuntime.resolve_approval``), so every page showing it clears it saying
+        why, and approving it afterwards changes nothing."""
+        audit.denied(self.runtime.member_id, DEACTIVATED, via="approval", tool=call["name"])
+        if approval["status"] == "pending" and await self.store.resolve_approval(approval["id"], "denied"):
+            self.runtime.emit("approval_resolved", scope.frame.conversation_id, approval_id=approval["id"],
+                              decision="denied", reason=WITHDRAWN_REASON)
+        return "denied", WITHDRAWN
+
     async def _await_approval(
         self, scope: Scope, call: dict[str, Any], approval: dict[str, Any] | None, args_hash: str
     ) -> tuple[str, str] | None:
@@ -1468,6 +1490,8 @@ class Kernel:
         these exact arguments and is consumed by this one call."""
         if approval is None:
             return "denied", HOST_RESULTS["lost"]
+        if raised_before_deactivation(approval, self.runtime.member.deactivated_at):
+            return await self._withdraw_deactivated(scope, call, approval)
         status = approval["status"]
         if status == "pending" and expired(approval["expires_at"]):
             await self.store.resolve_approval(approval["id"], "expired")

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, Mapping, S
 
 from skald_hookspecs.types import ToolError
 from skald_hookspecs.events import ChatEvent, UserEvent
-from skald_host.core.agent.approvals import WITHDRAWN_REASON, ApprovalWaiters, RuleStore
+from skald_host.core.agent.approvals import DEACTIVATED, WITHDRAWN_REASON, ApprovalWaiters, RuleStore, raised_before_deactivation
 from skald_host.core.agent.definitions import AgentCatalog, AgentDefinition, AgentError
 from skald_host.core.plugins.failures import record_failure
 from skald_host.core.agent.kernel import Abandoned, Kernel, NoModelConfigured, Pending, model_failure
@@ -146,10 +146,13 @@ class RequestLog:
 
     # A row: (id, member_id, model, status, http_status, tokens_in, tokens_out,
     # latency_ms, first_token_ms, model_id); ``model_id`` is the catalog entry asked.
+    # Written with its own ``created_at`` (``add``), never the commit's: a request a
+    # crash cut is logged by the recovery at the member's next sign-in, maybe days later,
+    # and counts on the day it was sent (the usage page's periods).
     INSERT = (
         "INSERT INTO llm_requests"
-        " (id, member_id, model, status, http_status, tokens_in, tokens_out, latency_ms, first_token_ms, model_id)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " (id, member_id, model, status, http_status, tokens_in, tokens_out, latency_ms, first_token_ms, model_id, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     )
 
     RESTORE = (
@@ -177,10 +180,11 @@ class RequestLog:
             self.hurry()
             await asyncio.shield(self._writer)
 
-    async def add(self, row: tuple[Any, ...]) -> None:
-        """Returns once the row is committed; raises what the commit raised."""
+    async def add(self, row: tuple[Any, ...], at: str) -> None:
+        """Returns once the row is committed; raises what the commit raised. ``at``: the
+        row's ``created_at``, as ``_registry_now`` writes it."""
         written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiting.append((row, written))
+        self._waiting.append(((*row, at), written))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write())
         await written
@@ -847,10 +851,10 @@ class MemberRuntime:
         log, as recovery writes them, go in the delete's own commit instead, for the next
         recovery to give the registry (``store.RequestOutbox``)."""
         if self.closed:
-            for model, model_id in await self.store.cut_requests(conversation_id):
+            for model, model_id, sent_at in await self.store.cut_requests(conversation_id):
                 request_id = f"{random.getrandbits(128):032x}"
                 row = (request_id, self.member_id, model, "interrupted", None, None, None, None, None, model_id)
-                self.store.outbox.add(request_id, json.dumps({"row": row, "at": _registry_now()}))
+                self.store.outbox.add(request_id, json.dumps({"row": row, "at": sent_at or _registry_now()}))
         await self.store.delete(conversation_id)
 
     def conversation_changed(self, conversation: Mapping[str, Any]) -> None:
@@ -1172,7 +1176,10 @@ class MemberRuntime:
     def _approval_refusal(self, approval: Mapping[str, Any]) -> str | None:
         """Why the member may not use the approval's tool now (``CatalogService.tool_refusal``),
         or None. Only a registered tool is judged here: a plugin's per-member tool is
-        offered per agent, and the kernel asks about it as the call starts."""
+        offered per agent, and the kernel asks about it as the call starts. A card raised
+        before the member's deactivation is refused whatever the tool (check C5)."""
+        if raised_before_deactivation(approval, self.member.deactivated_at):
+            return DEACTIVATED
         registered = self.chat.tools.get(approval["tool"])
         return None if registered is None else self.core.catalog.tool_refusal(self.member, registered)
 
@@ -1192,12 +1199,13 @@ class MemberRuntime:
         if carried:  # rows a crash kept from the registry (it ignores those it has)
             await self.chat.request_log.restore([json.loads(entry) for _, entry in carried])
             await self.store.empty_outbox([request_id for request_id, _ in carried])
-        for model, model_id in await self.store.cut_requests():
+        for model, model_id, sent_at in await self.store.cut_requests():
             # A request cut by a crash or a stop of the server may be billed, and resuming
             # asks again: both are rows of the request log, the repeat never silent; the
-            # catalog entry it went to names the provider that bills it.
+            # catalog entry it went to names the provider that bills it. Dated when it
+            # was sent (its answer's row), not now: a request cut at 23:59 is that day's.
             await self.log_request(f"{random.getrandbits(128):032x}", None, model, [], [], None, None, time.perf_counter(),
-                                   payload=False, status="interrupted", model_id=model_id)
+                                   payload=False, status="interrupted", model_id=model_id, sent_at=sent_at)
         cut, given_up = await self.store.mark_interrupted_streams(
             RESUMED_NOTE, reason_json("answer_resumed"),
             give_up=(RESUME_LIMIT, RESUME_GIVEN_UP.format(times=RESUME_LIMIT + 1), lambda times: reason_json("resume_limit", {"times": times})),
@@ -1235,9 +1243,9 @@ class MemberRuntime:
         before the file can go."""
         try:
             cut = await self.store.cut_requests()
-            for model, model_id in cut:
+            for model, model_id, sent_at in cut:
                 await self.log_request(f"{random.getrandbits(128):032x}", None, model, [], [], None, None, time.perf_counter(),
-                                       payload=False, status="interrupted", model_id=model_id)
+                                       payload=False, status="interrupted", model_id=model_id, sent_at=sent_at)
             if cut:
                 await self.store.mark_interrupted_streams(
                     RESUMED_NOTE, reason_json("answer_resumed"),
@@ -1510,6 +1518,7 @@ class MemberRuntime:
         payload: bool = True,
         status: str | None = None,
         model_id: str | None = None,
+        sent_at: str | None = None,
     ) -> None:
         """Metadata to the registry; bodies only to the member's own file. Written in
         the background: nothing the member sees waits for the log (closing the runtime
@@ -1518,7 +1527,8 @@ class MemberRuntime:
         error, cut short (``stopped``, ``interrupted``: recovery's, with no frame and no
         timing of its own). The row also rides in the member's next commit of history
         until the registry has it (``store.RequestOutbox``): a crash while the registry
-        gathers rows loses none."""
+        gathers rows loses none. ``sent_at``: when a request recovery logs was sent (the
+        row is dated then); else now."""
         latency = None if frame is None else int((time.perf_counter() - started) * 1000)
         row = (
             request_id, self.member_id, model, status or ("error" if error else "ok"),
@@ -1526,11 +1536,12 @@ class MemberRuntime:
             turn.tokens_in if turn else None, turn.tokens_out if turn else None, latency,
             turn.first_token_ms if turn else None, model_id,
         )
-        self.store.outbox.add(request_id, json.dumps({"row": row, "at": _registry_now()}))
+        at = sent_at or _registry_now()
+        self.store.outbox.add(request_id, json.dumps({"row": row, "at": at}))
 
         async def write() -> None:
             try:
-                await self.chat.request_log.add(row)
+                await self.chat.request_log.add(row, at)
             except Exception as exc:
                 # Never only logged: the row stays in the outbox, is committed into the
                 # member's file now and is written again (the log errs toward over-counting).

@@ -1136,17 +1136,19 @@ class ConversationStore:
         finally:
             self.forget()
 
-    async def cut_requests(self, conversation_id: str | None = None) -> list[tuple[str, str | None]]:
+    async def cut_requests(self, conversation_id: str | None = None) -> list[tuple[str, str | None, str | None]]:
         """Recovery, before ``mark_interrupted_streams``: the model (and catalog entry) of each answer a
         stopped server was streaming, one per request cut short — every row it marks
         interrupted, in any frame: a background run's frame was closed by the runs' own
         recovery already (``subagents.runs.recover``), and its cut request was billed
-        all the same. ``conversation_id``: that conversation's only."""
+        all the same. ``conversation_id``: that conversation's only. Each with when its
+        request was sent: the answer's row is written as the request starts."""
         if conversation_id is None:
-            sql, args = "SELECT model, model_id FROM messages WHERE status = 'streaming'", ()
+            sql, args = "SELECT model, model_id, created_at FROM messages WHERE status = 'streaming'", ()
         else:  # a streaming row is never indexed for search: the small partial index finds it
-            sql, args = "SELECT model, model_id FROM messages WHERE indexed = 0 AND status = 'streaming' AND conversation_id = ?", (conversation_id,)
-        return await self.db.run(lambda conn: [(r[0] or "", r[1]) for r in conn.execute(sql, args)])
+            sql, args = ("SELECT model, model_id, created_at FROM messages WHERE indexed = 0 AND status = 'streaming'"
+                         " AND conversation_id = ?", (conversation_id,))
+        return await self.db.run(lambda conn: [(r[0] or "", r[1], r[2]) for r in conn.execute(sql, args)])
 
     async def record_cut_cause(self, cause: str) -> None:
         """A closing runtime says why it cuts its turns (``cut_result``)."""

@@ -1,7 +1,7 @@
 """What an admin does to members, with revocation where it belongs.
 
 Deactivation, deletion, a password reset and "end all sessions" revoke every session
-and lock the member *before* returning — synchronously, never via a bus — so the
+and lock the member *before* returning (a reset: once it is prepared, before its commit) — synchronously, never via a bus — so the
 next request or frame on any channel is refused (check A2)."""
 
 from __future__ import annotations
@@ -42,8 +42,13 @@ class MemberAdministration:
         ``set_by_admin=False`` for an admin's own account: they chose it)."""
         member = await self.users.get(member_id)
         check_password_policy(new_password, user_name=member.username)  # refuse before anyone is signed out
-        await self.auth.revoke_member(member_id, "password reset by an admin")
-        return await self.users.reset_password(member_id, new_password, set_by_admin=set_by_admin)
+        # Signed out once the reset is prepared, just before its commit (still before
+        # this returns): a reset the disk refuses while preparing costs the member
+        # nothing — not their sessions, not their paired devices.
+        return await self.users.reset_password(
+            member_id, new_password, set_by_admin=set_by_admin,
+            before_commit=lambda: self.auth.revoke_member(member_id, "password reset by an admin"),
+        )
 
     async def recover_reset(self, member_id: str, old_password: str, source: str | None = None) -> Any:
         """``skald recover-reset``: the database a reset quarantined is the account's

@@ -174,6 +174,10 @@ class Member:
     #: Their password is still the one an admin chose (at the member's creation or a
     #: reset): the admin knows what opens their data until they choose their own.
     password_set_by_admin: bool = False
+    #: When an admin last deactivated them (UTC, milliseconds, as ``approvals.created_at``
+    #: is written), or None: an approval card raised by then is withdrawn, never run,
+    #: whether or not they were reactivated since (check C5).
+    deactivated_at: str | None = None
 
     @property
     def is_admin(self) -> bool:
@@ -318,6 +322,12 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def _now_milliseconds() -> str:
+    """Now as SQLite's ``strftime('%Y-%m-%dT%H:%M:%fZ','now')`` writes it (the owner
+    files' ``created_at``): compared with those as text, so in the same spelling."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
 class UserManager:
     def __init__(self, registry: Database, database_dir: Path, kdf: KeyDerivation, buses: Buses) -> None:
         self.registry = registry
@@ -442,6 +452,7 @@ class UserManager:
             last_login_at=row["last_login_at"],
             data_reset_at=row["data_reset_at"],
             password_set_by_admin=bool(row["password_set_by_admin"]),
+            deactivated_at=row["deactivated_at"],
             plugin_grants=frozenset(
                 r[0] for r in conn.execute("SELECT plugin_id FROM plugin_access WHERE user_id = ?", (row["id"],))
             ),
@@ -660,27 +671,37 @@ class UserManager:
         crash_point("password_change.after_commit")
         log.info("member %s changed their password", member_id)
 
-    async def reset_password(self, member_id: str, new_password: str, *, set_by_admin: bool = True) -> Path | None:
+    async def reset_password(
+        self, member_id: str, new_password: str, *, set_by_admin: bool = True,
+        before_commit: Callable[[], Awaitable[Any]] | None = None,
+    ) -> Path | None:
         """Admin reset (``set_by_admin``: the new password is the admin's choice, so the
         member is asked to choose their own; ``skald reset-password`` of an admin's own
         account says False). For an encrypted member the old key went with the old password,
         so they get a new empty database and the old file is kept, unreadable, in
         quarantine; returns its new path. What else the old password's holder reached
         goes with it (``reset_participants``): their home is moved beside the old file,
-        their shared folders and projects end, their plugin settings are deleted. The caller has already revoked the
-        member's sessions and locked them (which removed their sandbox, and with it the
-        old home's mount)."""
+        their shared folders and projects end, their plugin settings are deleted.
+
+        ``before_commit`` (the admin's route: revoke the member's sessions, which locks
+        them and removes their sandbox, with it the old home's mount) is awaited once
+        the new file is made and before anything of the member's changes: a reset that
+        fails while preparing (a full disk, a home on another disk) leaves the member
+        signed in, with their unchanged password, instead of signing them out for a
+        reset that never happened."""
         async with self.membership_changes:
-            return await self._reset_password(member_id, new_password, set_by_admin)
+            return await self._reset_password(member_id, new_password, set_by_admin, before_commit)
 
     def quarantine_dir(self) -> Path:
         return self.database_dir / QUARANTINE_DIR
 
-    async def _reset_password(self, member_id: str, new_password: str, set_by_admin: bool = True) -> Path | None:
+    async def _reset_password(
+        self, member_id: str, new_password: str, set_by_admin: bool = True,
+        before_commit: Callable[[], Awaitable[Any]] | None = None,
+    ) -> Path | None:
         member = await self.get(member_id)
         new_password = check_password_policy(new_password, user_name=member.username)
         self._credentials_changing(member_id)
-        await self.lock(member_id)
         path = self.owner_path(member_id)
         old = None
         if member.encrypted:
@@ -714,6 +735,17 @@ class UserManager:
             if not path.exists():
                 owner = await self._open_member_file(member_id, path, None, create=True)
                 await owner.close()
+        # Prepared: only now is the member signed out and locked (their file closes, so
+        # nothing writes to the one the commit replaces). The commit's own guard (the
+        # credentials the record kept) refuses it if they changed their password meanwhile.
+        try:
+            if before_commit is not None:
+                await before_commit()
+            await self.lock(member_id)
+        except BaseException:
+            if member.encrypted:
+                await asyncio.to_thread(self._discard_uncommitted_reset, member_id)
+            raise
 
         def update(conn: Any) -> int:
             if member.encrypted:
@@ -1236,6 +1268,8 @@ class UserManager:
                 changes["role_id"] = role_id
             if active is not None:
                 changes["active"] = int(bool(active))
+                if row["active"] and not active:
+                    changes["deactivated_at"] = _now_milliseconds()
             if changes:
                 changes["updated_at"] = _now()
                 cols = ", ".join(f"{k} = ?" for k in changes)

@@ -635,5 +635,15 @@ REGISTRY_MIGRATIONS = MigrationSet(
             # nobody knows who chose their password then.
             statements=("ALTER TABLE users ADD COLUMN password_set_by_admin INTEGER NOT NULL DEFAULT 0",),
         ),
+        Migration(
+            24,
+            "when an admin last deactivated a member: an approval card raised before it never runs the call",
+            # Check C5: a card pending at the deactivation is withdrawn, even when the
+            # member is reactivated before answering it and even when their file was
+            # locked then (it is judged as it is next read: ``kernel._await_approval``).
+            # A time only, as the owner files' ``approvals.created_at`` write it. NULL on
+            # an upgrade: deactivations before it withdrew nothing, as they did then.
+            statements=("ALTER TABLE users ADD COLUMN deactivated_at TEXT",),
+        ),
     ),
 )
