@@ -13,37 +13,11 @@ from pathlib import Path
 import pytest
 
 import skald_host
+from skald_host.testing.model_server import self_signed_certificate
 
 
 LOCALES = Path(skald_host.__file__).parent / "builtins" / "locales"
 CODES = ("model_connection_refused", "model_host_not_found", "model_tls_failed", "model_certificate_untrusted", "model_cannot_connect")
-
-
-def _self_signed(directory) -> tuple[str, str]:
-    """A certificate for 127.0.0.1 that no public root vouches for (as tests/llm/test_client_stream.py)."""
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "skald test model server")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-    return str(cert_path), str(key_path)
 
 
 async def _test(admin, base_url: str) -> dict:
@@ -65,7 +39,7 @@ async def test_each_way_a_connection_fails_is_said_with_its_host_and_port(chat, 
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)
     monkeypatch.delenv("SSL_CERT_DIR", raising=False)
     plain = await asyncio.start_server(_plain_http, "127.0.0.1", 0)
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed_certificate(tmp_path)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
     private = await asyncio.start_server(_plain_http, "127.0.0.1", 0, ssl=context)

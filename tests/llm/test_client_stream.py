@@ -15,6 +15,7 @@ import pytest_asyncio
 
 from skald_host.core.llm.catalog import ModelChoice
 from skald_host.core.llm.client import ModelClients, ModelError
+from skald_host.testing.model_server import self_signed_certificate
 
 
 def event(delta: dict, finish: str | None = None) -> bytes:
@@ -183,38 +184,10 @@ async def test_a_stream_left_unread_drops_its_connection_so_the_provider_stops()
         assert server.connections_opened == 2
 
 
-def _self_signed(directory) -> tuple[str, str]:
-    """A certificate for 127.0.0.1 that no public root vouches for (a model server on
-    the admin's own network, behind their own CA)."""
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "skald test model server")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-    return str(cert_path), str(key_path)
-
-
 async def test_a_private_ca_is_trusted_only_when_ssl_cert_file_names_it(raw_server, tmp_path, monkeypatch):
     import ssl
 
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed_certificate(tmp_path)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
     tls = await asyncio.start_server(raw_server._serve, "127.0.0.1", 0, ssl=context)
