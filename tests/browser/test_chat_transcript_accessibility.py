@@ -137,6 +137,8 @@ async def test_a_conversation_at_320_px_never_scrolls_sideways_in_german_or_engl
         await box.fill("Hallo")
         await box.press("Enter")
         await expect(german.locator(".msg.assistant .msg-body")).to_have_text("Hallo.")
+        # On a phone Rename, Export and Delete fold behind Aktionen, and unfold under the title.
+        await german.get_by_role("button", name="Aktionen").click()
         await expect(german.get_by_role("button", name="Umbenennen")).to_be_visible()
         assert await german.evaluate("document.documentElement.scrollWidth") <= 320
         await german.get_by_role("button", name="Umbenennen").click()
@@ -154,5 +156,6 @@ async def test_a_conversation_at_320_px_never_scrolls_sideways_in_german_or_engl
         await sign_in(english, "ella", MEMBER_PASSWORD)
         await send(english, "Hello")
         await expect(english.locator(".msg.assistant .msg-body")).to_have_text("Hello.")
+        await english.get_by_role("button", name="Actions").click()
         await expect(english.get_by_role("button", name="Rename")).to_be_visible()
         assert await english.evaluate("document.documentElement.scrollWidth") <= 320

@@ -42,6 +42,15 @@ async def test_a_failed_test_names_the_provider_not_a_model(skald, browser_pages
         nowhere = page.locator("[data-provider=Nowhere]")
         await nowhere.get_by_role("button", name="Test connection").click()
         result = nowhere.locator(".test-result")
-        await expect(result).to_contain_text("The connection failed: The provider could not be reached (")
-        await expect(result).to_contain_text("Is its address right, and is it running?")
+        # What was wrong, where, as the headline; aiohttp's own words ("Cannot connect to
+        # host 127.0.0.1:9 ssl:default [...]") were it, and are now a detail to unfold.
+        headline = result.locator(":scope > span")
+        await expect(headline).to_have_text(
+            "The connection failed: Nothing accepted the connection at 127.0.0.1 on port 9 (it was refused)."
+            " Are the address and its port right (http:// or https://), and is the provider running?")
+        await expect(headline).not_to_contain_text("ssl:default")
+        detail = result.get_by_text("What the connection said: Cannot connect to host 127.0.0.1:9", exact=False)
+        await expect(detail).to_be_hidden()
+        await result.get_by_role("group").get_by_text("Technical detail").click()
+        await expect(detail).to_be_visible()
         await expect(result).not_to_contain_text("model")

@@ -115,7 +115,7 @@ async def test_testing_a_provider_where_nothing_listens_says_unreachable_at_once
     test = await chat.admin.post(f"/api/admin/models/providers/{created.json()['id']}/test")
     assert time.monotonic() - started < 9  # not the 10 s timeout
     body = test.json()
-    assert (body["ok"], body["code"], body["status"]) == (False, "model_unreachable", None), body
+    assert (body["ok"], body["code"], body["status"]) == (False, "model_connection_refused", None), body
     assert "timeout" not in body["error"].lower()
 
 

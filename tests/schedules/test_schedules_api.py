@@ -49,17 +49,31 @@ async def test_refusals_carry_codes_and_the_members_zone_is_the_default(skald):
     job = response.json()
     assert (job["timezone"], job["cron"], job["next_run"]) == ("America/New_York", "0 9 * * 1-5", "2026-07-01T13:00:00.000000Z")
     assert (await alice.get("/api/schedules")).json()["timezone"] == "America/New_York"
-    # Its conversation was made for it, titled after the prompt.
+    # Its conversation was made for it, titled as the schedule's: it sits empty at the top
+    # of the chat's list until the first run, and the bare prompt read as a chat nobody began.
     conversations = (await alice.get("/api/conversations")).json()["conversations"]
-    assert [(c["id"], c["title"]) for c in conversations] == [(job["conversation_id"], "Stand-up notes.")]
+    assert [(c["id"], c["title"]) for c in conversations] == [(job["conversation_id"], "Scheduled: Stand-up notes.")]
     # The answer names it as the list does (it said "" until the list was read again).
-    assert job["conversation_title"] == "Stand-up notes."
+    assert job["conversation_title"] == "Scheduled: Stand-up notes."
     assert (await alice.get("/api/schedules")).json()["jobs"] == [job]
 
     # An edit of the time zone alone keeps the schedule and moves the next run.
     response = await alice.patch(f"/api/schedules/{job['id']}", json={"timezone": "Asia/Tokyo"})
     assert response.status_code == 200, response.text
     assert (response.json()["cron"], response.json()["next_run"]) == ("0 9 * * 1-5", "2026-07-02T00:00:00.000000Z")
+
+
+async def test_a_schedules_conversation_is_named_in_the_members_language(skald):
+    host = await skald.start()
+    await host.admin()
+    berta = await host.member("berta")
+    assert (await berta.put("/api/me/locale", json={"locale": "de"})).status_code == 200
+    response = await berta.post("/api/schedules", json={"prompt": "Wetter   für heute.", "every": "every day at 7"})
+    assert response.status_code == 201, response.text
+    job = response.json()
+    assert job["conversation_title"] == "Geplant: Wetter für heute."
+    conversations = (await berta.get("/api/conversations")).json()["conversations"]
+    assert [(c["id"], c["title"]) for c in conversations] == [(job["conversation_id"], "Geplant: Wetter für heute.")]
 
 
 async def test_a_role_that_may_not_schedule_cannot_create_or_edit_but_can_pause_and_delete_its_own(skald):

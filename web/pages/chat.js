@@ -524,8 +524,28 @@ function conversationHeader(view) {
   exports.addEventListener("keydown", (event) => {
     if (event.key === "Escape" && exports.open) { event.stopPropagation(); exports.open = false; exports.querySelector("summary").focus(); }
   });
-  const actions = el("div", { class: "conv-actions" }, rename, exports, remove);
-  const titleRow = el("div", { class: "conv-title-row" }, heading, actions);
+  const actions = el("div", { class: "conv-actions", id: uid("actions") }, rename, exports, remove);
+  // On a phone Rename, Export and Delete fold behind one button (app.css hides it on a
+  // desktop, where they stay beside the title): on their own row, with the back link and
+  // the picker, the header took 190 of a 844 px screen from the transcript.
+  const more = button(t("chat.conversation_actions"), {
+    kind: "quiet small conv-more",
+    attrs: { "aria-expanded": "false", "aria-controls": actions.id },
+    onClick: () => showActions(more.getAttribute("aria-expanded") !== "true"),
+  });
+  const showActions = (open) => {
+    more.setAttribute("aria-expanded", String(open));
+    node.classList.toggle("actions-open", open);
+  };
+  actions.addEventListener("keydown", (event) => {
+    const folded = more.offsetParent !== null;  // shown: a phone, where the actions fold
+    if (event.key === "Escape" && folded && !event.defaultPrevented && more.getAttribute("aria-expanded") === "true") {
+      event.stopPropagation();
+      showActions(false);
+      more.focus();
+    }
+  });
+  const titleRow = el("div", { class: "conv-title-row" }, heading, more, actions);
 
   function startRename() {
     const input = el("input", { type: "text", maxlength: "200", "aria-label": t("chat.title_label"), props: { value: view.conversation.title || "" } });

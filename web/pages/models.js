@@ -119,6 +119,17 @@ function testFailure(data) {
   return t("models.test_failed", { error: said !== key ? said : errorString(data.code, data.values) || data.error || "" });
 }
 
+/** A failed test on the page: what was wrong as the headline, and the connection's own
+ * words ("Cannot connect to host … ssl:default […]"), which were the headline, folded
+ * away beneath it for whoever searches for them. */
+function showFailure(output, data) {
+  output.className = "test-result error";
+  const why = data.values && data.values.why;
+  output.replaceChildren(el("span", { text: testFailure(data) }), ...present(why ? el("details", { class: "test-detail" },
+    el("summary", { text: t("models.test_detail") }),
+    el("p", { class: "muted", text: t("models.test_detail_text", { why }) })) : null));
+}
+
 function testButton(provider, output, added, ctx, status) {
   const test = button(t("models.test"), {
     kind: "small",
@@ -128,11 +139,7 @@ function testButton(provider, output, added, ctx, status) {
       output.replaceChildren(el("span", { class: "muted", text: t("models.testing") }));
       const response = await api("POST", `/api/admin/models/providers/${enc(provider.id)}/test`);
       if (!response.ok) { output.className = "test-result error"; output.textContent = errorText(response); return; }
-      if (!response.data.ok) {
-        output.className = "test-result error";
-        output.textContent = testFailure(response.data);
-        return;
-      }
+      if (!response.data.ok) { showFailure(output, response.data); return; }
       const names = response.data.models || [];
       discovered.set(provider.id, names);
       document.dispatchEvent(new CustomEvent("skald:models-discovered", { detail: provider.id }));

@@ -362,8 +362,7 @@ class ModelClients:
             # "timeout" long before the timeout is a refusal, said as such.
             if isinstance(exc, openai.APITimeoutError) and time.monotonic() - started >= timeout * 0.9:
                 raise ModelError("the provider did not answer in time", None, code="model_timeout") from None
-            why = str(exc.__cause__ or "")[:300] or type(exc).__name__  # "Cannot connect to host …": what the admin can act on
-            raise ModelError(f"the provider could not be reached: {why}", None, code="model_unreachable", values={"why": why}) from None
+            raise connection_failure(exc) from None
         # Some OpenAI-compatible servers leave out ``id`` (naming a model "name" or
         # "model") or send it null: a name is what the admin can type, never "null".
         names = set()
@@ -373,6 +372,32 @@ class ModelClients:
             if isinstance(name, str) and name.strip():
                 names.add(name.strip())
         return sorted(names)
+
+
+def connection_failure(exc: BaseException) -> ModelError:
+    """A connection that never carried a request, said as what went wrong where: refused,
+    a name DNS does not know, TLS (most often https:// to a server that speaks plain http)
+    or a certificate not trusted. aiohttp's own text ("Cannot connect to host x:443
+    ssl:default [...]") was the page's headline; it stays as ``why``, the detail an admin
+    can search for, not the first thing read."""
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, aiohttp.ClientConnectorError):
+        cause = cause.__cause__ or cause.__context__
+    why = str(exc.__cause__ or exc)[:300] or type(exc).__name__
+    if cause is None:
+        return ModelError(f"the provider could not be reached: {why}", None, code="model_unreachable", values={"why": why})
+    where = {"why": why, "host": cause.host, "port": cause.port}
+    if isinstance(cause, aiohttp.ClientConnectorDNSError):
+        code, said = "model_host_not_found", f"the provider's host name {cause.host!r} was not found"
+    elif isinstance(cause, aiohttp.ClientConnectorCertificateError):
+        code, said = "model_certificate_untrusted", f"the certificate of {cause.host} was not trusted"
+    elif isinstance(cause, aiohttp.ClientConnectorSSLError):
+        code, said = "model_tls_failed", f"the secure connection (TLS) to {cause.host} port {cause.port} failed"
+    elif isinstance(cause.os_error, ConnectionRefusedError):
+        code, said = "model_connection_refused", f"{cause.host} refused the connection on port {cause.port}"
+    else:
+        code, said = "model_cannot_connect", f"could not connect to {cause.host} port {cause.port}"
+    return ModelError(f"the provider could not be reached: {said}: {why}", None, code=code, values=where)
 
 
 async def _read_bounded(response: aiohttp.ClientResponse, limit: int = 65536) -> bytes:

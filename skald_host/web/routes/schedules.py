@@ -12,7 +12,7 @@ from skald_host.core.agent.runtime import ChatError
 from skald_host.core.identity.access import allowed
 from skald_host.core.schedules import Phrases, ScheduleError, phrases
 from skald_host.core.schedules import service
-from skald_host.web.auth import current_principal, requires
+from skald_host.web.auth import current_principal, reader_locale, requires
 from skald_host.web.body import BOOL, INT, TEXT, accepts, array, json_object, nullable, obj, returns, text
 from skald_host.web.errors import ApiError
 from skald_host.web.routes.chat import runtime
@@ -66,7 +66,11 @@ async def create_job():
         await service.check_room(rt.store)
         service.preview(data["every"], data.get("timezone") or await service.member_timezone(rt.store) or service.DEFAULT_TIMEZONE, grammar=_grammar())
         if conversation_id is None:
-            title = " ".join(data["prompt"].split())[:60]
+            # Named as the schedule's, in the member's language: it sits empty at the top of
+            # the chat's list until the first run, and a bare prompt there read as a chat
+            # nobody started.
+            prompt = " ".join(data["prompt"].split())[:60]
+            title = current_app.config["SKALD_CORE"].strings.translate("core.schedules.conversation_title", await reader_locale(), prompt=prompt)
             conversation_id = (await rt.create_conversation(title=title))["id"]
         else:
             await rt.conversation(conversation_id)
