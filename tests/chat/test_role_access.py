@@ -13,6 +13,7 @@ record, and each refusal on the ``skald.audit`` logger.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
@@ -22,6 +23,7 @@ import pytest
 from skald_hookspecs.channels import ChannelRequestError
 from skald_host.builtins.sandbox_bwrap import BubblewrapBackend
 from skald_host.core.agent.kernel import WITHDRAWN
+from skald_host.core.agent.store import HOST_RESULTS
 from skald_host.testing import Reply, ScriptedModelServer, ToolCall
 from tests.folders.support import join_project
 
@@ -255,9 +257,9 @@ async def test_a_deactivated_member_cannot_approve_by_web_or_channel_and_nothing
 
 async def test_a_card_pending_at_a_deactivation_is_withdrawn_and_never_runs_after_a_reactivation(chat, caplog):
     """Deactivating locks the member and ends their turn; their card stays in their
-    file. Reactivated and signed in again, the card is withdrawn as their chat resumes
-    (not shown again, announced as withdrawn), approving it changes nothing, and the
-    model reads that the call did not run."""
+    file. Reactivated and signed in again, the card is withdrawn as their file opens
+    (not listed again, audited), approving it changes nothing, and the turn is not
+    resumed: no model request, it ends stopped, said so in the member's language."""
     caplog.set_level(logging.INFO)
     await configure_models(chat.admin, chat.server)
     alice = await chat.host.member("alice")
@@ -267,23 +269,85 @@ async def test_a_card_pending_at_a_deactivation_is_withdrawn_and_never_runs_afte
         cid = await new_conversation(alice)
         await sock.send(cid, "Write a note.")
         card = await sock.wait_event(cid, "approval_required")
+    asked = len(chat.server.requests_for(MODEL_A))
     for active in (False, True):
         response = await chat.admin.patch(f"/api/admin/members/{alice_id}", json={"active": active})
         assert response.status_code == 200, response.text
     alice = await chat.host.member("alice")
-    async with ChatSocket(alice) as sock:  # connecting resumes the member's chat
-        events = await sock.turn(cid)
-        response = await alice.post(f"/api/approvals/{card['approval_id']}", json={"decision": "approve"})
-    assert response.status_code == 409, response.text
-    assert chat.probe.writes == []
-    assert not [e for e in events if e["type"] == "approval_required"], events
-    [resolved] = [e for e in events if e["type"] == "approval_resolved"]
-    assert (resolved["approval_id"], resolved["decision"], resolved["reason"]) == (card["approval_id"], "denied", "withdrawn")
-    call = calls(await messages(alice, cid))[0]
-    assert (call["status"], call["result"]) == ("denied", WITHDRAWN)
     assert (await alice.get("/api/approvals")).json()["approvals"] == []
-    assert [m["content"] for m in chat.server.requests_for(MODEL_A)[-1].messages if m["role"] == "tool"] == [ON_THE_WIRE]
+    response = await alice.post(f"/api/approvals/{card['approval_id']}", json={"decision": "approve"})
+    assert response.status_code == 409, response.text
+    await _settled_a_while(chat)
+    assert chat.probe.writes == []
+    assert len(chat.server.requests_for(MODEL_A)) == asked  # the turn is not taken up again
+    transcript = await messages(alice, cid)
+    call = calls(transcript)[0]
+    assert (call["status"], call["result"]) == ("interrupted", HOST_RESULTS["deactivated"])
+    assert (transcript[-1]["role"], transcript[-1]["status"], transcript[-1]["reason"]["code"]) == ("assistant", "error", "stopped_deactivated")
     assert f"denied member={alice_id} member:deactivated via=approval tool=write_note" in audit_lines(caplog)
+
+
+async def _settled_a_while(chat) -> None:
+    """Long enough for a resumed turn to have asked the model (none should)."""
+    await asyncio.sleep(1.5)
+
+
+async def test_a_turn_cut_by_a_deactivation_stays_cut_after_a_reactivation(chat, caplog):
+    """The probe's case: a turn whose model answer was on its way when an admin
+    deactivated the member (its tool needs no approval). Reactivated and signed in, the
+    member does nothing: the model is not asked again, nothing runs, and the turn ends
+    stopped, saying why; the member's Retry asks again, and then it runs."""
+    caplog.set_level(logging.INFO)
+    await configure_models(chat.admin, chat.server)
+    await allow_tool(chat.admin, "write_note")
+    alice = await chat.host.member("alice")
+    alice_id = alice.member["id"]
+    slow = Reply(tool_calls=[ToolCall("write_note", {"text": "cut"})], first_token_delay=1.5)
+    chat.server.script(MODEL_A, [slow, slow, Reply("Noted.")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Write a note.")
+        await chat.server.wait_for_requests(1)
+        assert (await chat.admin.patch(f"/api/admin/members/{alice_id}", json={"active": False})).status_code == 200
+    await asyncio.sleep(2.0)  # the model's answer came to nobody
+    assert (await chat.admin.patch(f"/api/admin/members/{alice_id}", json={"active": True})).status_code == 200
+    alice = await chat.host.member("alice")
+    await alice.get("/api/conversations")
+    await asyncio.sleep(2.5)  # a resumed turn would have asked and written by now
+    assert len(chat.server.requests_for(MODEL_A)) == 1
+    assert chat.probe.writes == []
+    transcript = await messages(alice, cid)
+    assert (transcript[-1]["role"], transcript[-1]["status"], transcript[-1]["reason"]["code"]) == ("assistant", "error", "stopped_deactivated")
+    assert not [r for r in caplog.records if "resuming" in r.getMessage()]
+    async with ChatSocket(alice) as sock:  # the member asks again: then it runs
+        response = await alice.post(f"/api/conversations/{cid}/retry")
+        assert response.status_code in (200, 202), response.text
+        await sock.turn(cid)
+    assert chat.probe.writes != []
+
+
+async def test_a_card_raised_before_a_deactivation_is_never_listed_as_pending_after_a_reactivation(chat):
+    """GET /api/approvals judges each card by the member's deactivation itself: a card
+    raised before it and still pending in the file (the recovery that withdraws it not
+    come yet) is not offered to the member, who would see it listed and approve it."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    alice_id = alice.member["id"]
+    chat.server.script(MODEL_A, [write("before the deactivation")])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "Write a note.")
+        card = await sock.wait_event(cid, "approval_required")
+    assert [a["id"] for a in (await alice.get("/api/approvals")).json()["approvals"]] == [card["approval_id"]]  # the control
+    for active in (False, True):
+        assert (await chat.admin.patch(f"/api/admin/members/{alice_id}", json={"active": active})).status_code == 200
+    alice = await chat.host.member("alice")
+    runtime = await chat.host.core.chat.runtime(await chat.host.core.users.get(alice_id))
+    # As the file stands before its recovery withdrew the card: pending.
+    await runtime.store.db.transaction(lambda c: c.execute(
+        "UPDATE approvals SET status = 'pending', resolved_at = NULL WHERE id = ?", (card["approval_id"],)
+    ))
+    assert (await alice.get("/api/approvals")).json()["approvals"] == []
 
 
 async def test_a_card_raised_after_a_reactivation_runs_as_ever(chat):

@@ -62,6 +62,7 @@ function runError(run, admin) {
   if (error === "the server was shutting down") return t("chat.task_error_shutting_down");
   if (error === "the server stopped while this ran") return t("chat.task_error_server_stopped");
   if (error === "cut off because the member's data was locked (signed out or the session ended)") return t("chat.task_error_locked");
+  if (error === "stopped because an admin paused the member's account") return t("chat.task_error_deactivated");
   if (error === "this was cut off before it finished") return t("chat.task_error_cut_off");
   if (error === "the server stopped before this started") return t("chat.task_error_server_stopped_before_start");
   const timeout = /^the run did not finish within (\d+(?:\.\d+)?) s$/.exec(error);

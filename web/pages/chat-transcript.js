@@ -28,7 +28,9 @@ function messageStatusLabel(status) {
  * the member stopped it. Shown as "unanswered", not as "error", live (its event's code)
  * and from history (its reason's) alike. */
 const STOPPED_UNANSWERED = "stopped_unanswered";
-const shownStatus = (status, code) => (status === "error" && code === STOPPED_UNANSWERED ? "unanswered" : status);
+/** The answer recovery wrote under a turn an admin's deactivation cut: stopped, not failed. */
+const STOPPED_DEACTIVATED = "stopped_deactivated";
+const shownStatus = (status, code) => (status === "error" && (code === STOPPED_UNANSWERED || code === STOPPED_DEACTIVATED) ? "unanswered" : status);
 
 /** An answer Retry may ask for again: one that failed, or one a Stop left unanswered. */
 const retryable = (status) => status === "error" || status === "unanswered";

@@ -123,6 +123,10 @@ CALLBACK_ANSWER_SECONDS = 12.0
 #: long for the winner's ``approval_resolved``, to edit the card with its outcome; then
 #: the card says only that the request is no longer waiting.
 LOST_PRESS_WAIT_SECONDS = 3.0
+#: The ``reason`` of an ``approval_resolved`` event the host denied itself, the member's
+#: access having changed since the card was raised (a deactivation among them), and what
+#: ``_settled_words`` is given for it: nobody denied it on another device.
+WITHDRAWN = "withdrawn"
 
 #: The first connection attempt runs inside ``startup`` (the host's 5 s hook timeout);
 #: one that takes longer goes on in the background, as a network error does.
@@ -1062,6 +1066,8 @@ class TelegramBot:
                 await self.outbox.put(chat_id, Job("remove_buttons", member_id, None, {"message_id": int(card["message_id"])}))
         elif event.kind == "approval_resolved" and event.approval_id:
             approval_id, status = str(event.approval_id), event.data.get("status")
+            if event.data.get("reason") == WITHDRAWN:  # denied by the host, not by the member elsewhere
+                status = WITHDRAWN
             pressing = self._pressing.get(approval_id)
             if pressing is not None:  # a press here is being answered: it settles the card
                 if not pressing.done():
@@ -1374,7 +1380,11 @@ class TelegramBot:
         await self.outbox.put(chat_id, Job("approval", member_id, payload, {"short": short, "approval_id": event.approval_id}))
 
     def _settled_words(self, status: Any, locale: str) -> str:
-        """What became of a card answered elsewhere (the web, the phone app), or expired."""
+        """What became of a card answered elsewhere (the web, the phone app), expired, or
+        withdrawn by the host (``withdrawn``: the member's access changed, a deactivation
+        among them) — never said to have been denied on another device when nobody did."""
+        if status == WITHDRAWN:
+            return self.t("approval_settled_withdrawn", locale)
         return self.t(f"approval_settled_{status}" if status in ("approved", "denied") else "approval_gone", locale)
 
     async def _settle_card(

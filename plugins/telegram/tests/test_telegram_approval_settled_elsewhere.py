@@ -5,7 +5,7 @@ still read "… Allow it?" and nothing in the chat said it had been answered."""
 from __future__ import annotations
 
 from skald_host.testing import Reply, ToolCall
-from telegram_support import ALICE_CHAT, MODEL, paired_member, running
+from telegram_support import ALICE_CHAT, MODEL, PROBE, paired_member, running
 
 
 async def test_a_card_denied_on_the_web_says_so_in_telegram(setup):
@@ -34,3 +34,30 @@ async def test_a_card_denied_on_the_web_says_so_in_telegram(setup):
     await setup.api.wait_for(lambda: "Not noted." in setup.api.texts(ALICE_CHAT), what="the answer after the denial")
     assert setup.probe.notes == []
     assert "Denied on another device." not in setup.api.texts(ALICE_CHAT)  # the card says it, no extra line
+
+
+async def test_a_card_the_host_withdrew_says_withdrawn_not_denied_in_telegram(setup):
+    """A card whose tool the member may no longer use (here its plugin was disabled; a
+    deactivation's cards end the same way) is denied by the host, with the reason
+    ``withdrawn``: nobody denied it on another device, and the card says what happened."""
+    await running(setup)
+    alice = await paired_member(setup)
+    setup.model.script(MODEL, [Reply(tool_calls=[ToolCall("write_note", {"text": "milk"})]), Reply("Not noted.")])
+    setup.api.send(ALICE_CHAT, "Remember milk.")
+    card = (await setup.api.wait_for(
+        lambda: [c for c in setup.api.of("sendMessage", ALICE_CHAT) if c.params.get("reply_markup")], what="the approval card"
+    ))[0]
+    message_id = await setup.api.wait_for(lambda: card.result and card.result["message_id"])
+    [pending] = (await alice.get("/api/approvals")).json()["approvals"]
+    assert (await setup.admin.put(f"/api/admin/plugins/{PROBE}/enabled", json={"enabled": False})).status_code == 200
+    answered = await alice.post(f"/api/approvals/{pending['id']}", json={"decision": "approve"})
+    assert answered.json()["reason"] == "withdrawn", answered.text
+
+    def settled():
+        return [e for e in setup.api.of("editMessageText", ALICE_CHAT) if e.params.get("message_id") == message_id]
+
+    await setup.api.wait_for(settled, what="the card's text edited")
+    text = setup.api.messages[message_id]["text"]
+    assert text.endswith("Withdrawn: access changed."), text
+    assert "another device" not in text
+    assert setup.probe.notes == []

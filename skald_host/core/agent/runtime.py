@@ -88,6 +88,10 @@ RESUME_GIVEN_UP = (
     " stopping does not bill the model again and again. Retry to ask again."
 )
 STOPPED_UNANSWERED = "Not answered: the conversation was stopped. Retry to have these messages answered."
+#: The failed answer recovery writes under a turn an admin's deactivation cut (shown as
+#: ``error.stopped_deactivated`` in the reader's language): the cut holds after a
+#: reactivation, nothing of the turn runs by itself, the member asks again (check C5).
+STOPPED_DEACTIVATED = "Stopped: your account was paused by an admin. Retry or send a message to ask again."
 #: Below this much free space on the member's disk, a turn's first request waits for
 #: its message to commit instead of going out beside the commit (``_room_to_write``).
 OVERLAP_MIN_FREE_BYTES = 8 * 1024 * 1024
@@ -338,9 +342,13 @@ class ChatService:
     async def before_lock(self, member_id: str) -> None:
         runtime = self._runtimes.pop(member_id, None)
         if runtime is not None:
-            await runtime.close("shutdown" if self.core.stopping.is_set() else "locked")
-            if await self._leaving(member_id):
-                await runtime.settle_cut_requests()
+            leaving = await self._leaving(member_id)
+            # A deactivation's cut is said as such: the next recovery (after a
+            # reactivation) ends those turns instead of resuming them (check C5).
+            deactivated = leaving and not self.core.users.is_deleting(member_id)
+            await runtime.close("shutdown" if self.core.stopping.is_set() else "deactivated" if deactivated else "locked")
+            if leaving:
+                await runtime.settle_cut_requests(resumed=not deactivated)
 
     async def _leaving(self, member_id: str) -> bool:
         """The member locks because they are being deleted or were deactivated: no
@@ -478,8 +486,10 @@ class MemberRuntime:
             self._scheduler = asyncio.create_task(self._run_scheduler(), name=f"scheduler:{self.member_id}")
 
     async def close(self, cause: str = "shutdown") -> None:
-        """``cause``: ``shutdown`` (the server stops) or ``locked`` (the member's file
-        locks: a sign-out, a session's end), recorded on the runs it cuts."""
+        """``cause``: ``shutdown`` (the server stops), ``locked`` (the member's file
+        locks: a sign-out, a session's end) or ``deactivated`` (an admin deactivated the
+        member: their next recovery ends the turns it cut instead of resuming them),
+        recorded on the runs it cuts."""
         self.closed = True
         await self.subagents.close(cause)
         # No await between answering the waiting questions and cancelling the turns: a
@@ -1214,18 +1224,26 @@ class MemberRuntime:
             log.warning("member %s: %d answer(s) cut off %d times in a row are not asked for again (Retry asks)",
                         self.member_id, len(given_up), RESUME_LIMIT + 1)
         await self.store.remember_keys()
-        self.cut_result = cut_result(await self.store.take_cut_cause())
+        cause = await self.store.take_cut_cause()
+        self.cut_result = cut_result(cause)
         healed = await self.store.end_left_calls()
         if healed:
             log.info("member %s: %d call(s) left unfinished in turns that had moved on ended at recovery", self.member_id, healed)
-        resumed = []
+        resumed, ended = [], 0
         # Only those the database names as maybe unfinished (one read, no limit: a
         # member's 10,001st conversation is resumed too) are read further; checking
         # each conversation took 1-1.6 s at 3,000 of them, one of 5,000 messages.
         for conversation_id in await self.store.conversations_to_resume():
-            if await self._needs_work(conversation_id):
-                resumed.append(conversation_id)
-                self.drive(conversation_id)
+            if not await self._needs_work(conversation_id):
+                continue
+            if cause == "deactivated":  # the admin's cut holds: ended, never taken up by itself
+                await self._end_deactivated_turn(conversation_id)
+                ended += 1
+                continue
+            resumed.append(conversation_id)
+            self.drive(conversation_id)
+        if ended:
+            log.info("member %s: %d conversation(s) cut by their deactivation ended, not resumed (they ask again)", self.member_id, ended)
         if resumed:
             # An answer cut mid-stream is asked for again: a second model request for
             # the message, said in the log as in the conversation (a provider bills it).
@@ -1233,20 +1251,41 @@ class MemberRuntime:
                      self.member_id, len(resumed), len(cut))
         return resumed
 
-    async def settle_cut_requests(self) -> None:
+    async def _end_deactivated_turn(self, conversation_id: str) -> None:
+        """A turn an admin's deactivation cut, found by the recovery after a reactivation:
+        its cards raised before the deactivation are withdrawn as the kernel withdraws
+        one (audit line, announced, denied), then the turn ends as a Stop's does, its
+        calls said to have been stopped by the deactivation (``store.end_cut_turn``)."""
+        for approval in await self.store.pending_approvals():
+            if approval["conversation_id"] != conversation_id or not raised_before_deactivation(approval, self.member.deactivated_at):
+                continue
+            audit.denied(self.member_id, DEACTIVATED, via="approval", tool=approval["tool"])
+            if await self.store.resolve_approval(approval["id"], "denied"):
+                self.emit("approval_resolved", conversation_id, approval_id=approval["id"], decision="denied", reason=WITHDRAWN_REASON)
+        moved, failed = await self.store.end_cut_turn(
+            conversation_id, self.cut_result, STOPPED_DEACTIVATED, reason_json("stopped_deactivated"),
+        )
+        for message_id in moved:
+            self.emit("user_message", conversation_id, message_id=message_id)
+        self.emit("error", conversation_id, error=STOPPED_DEACTIVATED, code="stopped_deactivated", message_id=failed, retry=True)
+
+    async def settle_cut_requests(self, resumed: bool = True) -> None:
         """The accounting half of ``recover``, for a closed runtime whose member is being
         deleted or was deactivated: each answer the close cut is logged in the registry
         as an interrupted request now (their file, the only other place it lives, may be
         deleted before any recovery reads it), and marked interrupted as recovery marks
         it, so that a member reactivated later is not counted twice for it; their next
-        recovery asks for it again, as after a stop. Awaited: the rows are committed
-        before the file can go."""
+        recovery asks for it again, as after a stop — unless not ``resumed`` (a
+        deactivation: the recovery after a reactivation ends the turn, so no note says it
+        is asked for again). Awaited: the rows are committed before the file can go."""
         try:
             cut = await self.store.cut_requests()
             for model, model_id, sent_at in cut:
                 await self.log_request(f"{random.getrandbits(128):032x}", None, model, [], [], None, None, time.perf_counter(),
                                        payload=False, status="interrupted", model_id=model_id, sent_at=sent_at)
-            if cut:
+            if cut and not resumed:
+                await self.store.mark_interrupted_streams()
+            elif cut:
                 await self.store.mark_interrupted_streams(
                     RESUMED_NOTE, reason_json("answer_resumed"),
                     give_up=(RESUME_LIMIT, RESUME_GIVEN_UP.format(times=RESUME_LIMIT + 1), lambda times: reason_json("resume_limit", {"times": times})),

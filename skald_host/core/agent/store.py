@@ -67,6 +67,9 @@ HOST_RESULTS = {
         "the member's data was locked (a sign-out or the session's end) while this ran; it was not run again"
         " because it may already have had its effect."
     ),
+    # ... and when an admin deactivated the member (``cut_result``): the turn is not
+    # taken up again at their next sign-in, even after a reactivation (check C5).
+    "deactivated": "stopped: the member's account was paused by an admin while this ran; it was not run again.",
     # ... and when nothing recorded why (a crash, or a close whose cause could not be written).
     "cut": "this was cut off while it ran; it was not run again because it may already have had its effect.",
     # A call its turn never started, found by recovery in a turn that had moved on
@@ -82,16 +85,18 @@ HOST_RESULTS = {
 _RESULT_CODES = {text: code for code, text in HOST_RESULTS.items()}
 
 #: member_settings key where a closing runtime records why its turns were cut
-#: (``shutdown``, ``locked``), read and cleared by the next ``recover`` — the root
+#: (``shutdown``, ``locked``, ``deactivated``), read and cleared by the next ``recover`` — the root
 #: turn's counterpart of ``subagents.runs.mark_cut``; a crash records nothing.
 CUT_CAUSE_SETTING = "agent.cut_cause"
 
 
 def cut_result(cause: str | None) -> str:
     """The host result of a call a cut ended without running it again: said by its
-    cause (``shutdown``: the server restarted; ``locked``: the member's data locked),
-    neutral when none was recorded."""
-    return {"shutdown": HOST_RESULTS["restarted"], "locked": HOST_RESULTS["locked"]}.get(cause or "", HOST_RESULTS["cut"])
+    cause (``shutdown``: the server restarted; ``locked``: the member's data locked;
+    ``deactivated``: an admin deactivated the member), neutral when none was recorded."""
+    return {
+        "shutdown": HOST_RESULTS["restarted"], "locked": HOST_RESULTS["locked"], "deactivated": HOST_RESULTS["deactivated"],
+    }.get(cause or "", HOST_RESULTS["cut"])
 
 
 def result_code(result: Any) -> str | None:
@@ -878,6 +883,39 @@ class ConversationStore:
             return await self._write_rows(write)
         except BaseException:
             self._inbox_clean.discard(frame.conversation_id)
+            raise
+
+    async def end_cut_turn(self, conversation_id: str, result: str, unanswered: str, reason: str) -> tuple[list[int], int]:
+        """Recovery of a turn an admin's deactivation cut (check C5): it is not taken up
+        again, even after a reactivation, but ends as a Stop's does, in one write. Its
+        delegations end (frames failed, runs interrupted), its unfinished calls end
+        interrupted with ``result`` (their pending cards expire), its streaming rows end
+        interrupted, its queued messages move into the conversation, and a failed answer
+        saying ``unanswered`` (``reason``) ends it: nothing resumes it by itself, and the
+        member's Retry or next message asks again. Returns the moved messages' ids and the
+        failed answer's."""
+        frame = await self.root_frame(conversation_id)
+
+        def write(conn: Any) -> tuple[tuple[list[int], int], list[int]]:
+            _end_delegations(conn, conversation_id, result)
+            end_calls(conn, "conversation_id", conversation_id, result)
+            streaming = [r[0] for r in conn.execute(
+                "SELECT id FROM messages WHERE conversation_id = ? AND status = 'streaming'", (conversation_id,)
+            )]
+            if streaming:
+                conn.execute(f"UPDATE messages SET status = 'interrupted' WHERE id IN ({','.join('?' * len(streaming))})", streaming)
+            moved = _move_queued(conn, frame)
+            failed = conn.execute(
+                "INSERT INTO messages (conversation_id, frame_id, role, content, status, reason) VALUES (?, ?, 'assistant', ?, 'error', ?)",
+                (conversation_id, frame.id, unanswered, reason),
+            ).lastrowid
+            return (moved, failed), [*streaming, *moved, failed]
+
+        self._inbox_clean.add(conversation_id)  # as a drain: a message queued after this is submitted is not moved by it
+        try:
+            return await self._write_rows(write)
+        except BaseException:
+            self._inbox_clean.discard(conversation_id)
             raise
 
     async def settle_streams(

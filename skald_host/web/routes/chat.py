@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 from quart import Blueprint, Response, current_app, request
 
+from skald_host.core.agent.approvals import raised_before_deactivation
 from skald_host.core.agent.runtime import ChatError, MemberRuntime
 from skald_host.core.agent.store import result_code
 from skald_host.core.schedules.service import member_timezone
@@ -737,7 +738,10 @@ async def compact(conversation_id: str) -> dict:
 @requires("chat.use")
 async def pending_approvals() -> dict:
     rt = await runtime()
-    return {"approvals": await rt.store.pending_approvals()}
+    # A card raised before the member's deactivation is withdrawn (check C5), whether or
+    # not the recovery after their reactivation has written it so yet: never listed.
+    deactivated_at = rt.member.deactivated_at
+    return {"approvals": [a for a in await rt.store.pending_approvals() if not raised_before_deactivation(a, deactivated_at)]}
 
 
 @bp.post("/api/approvals/<approval_id>")

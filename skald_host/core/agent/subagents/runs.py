@@ -51,9 +51,12 @@ INTERRUPTED = "the server stopped while this ran"
 #: A run cut by its member's file locking (signed out, the session ended): the server
 #: went on, so it is never said to have stopped (the close records the cause, ``mark_cut``).
 CUT_LOCKED = "cut off because the member's data was locked (signed out or the session ended)"
+#: A run cut because an admin deactivated its member: not resumed, and its end wakes no
+#: continuation turn at their next sign-in (check C5).
+CUT_DEACTIVATED = "stopped because an admin paused the member's account"
 #: A run whose cut nobody recorded (a crash): neither cause is claimed.
 CUT_OFF = "this was cut off before it finished"
-_CUT_CAUSES = {"shutdown": INTERRUPTED, "locked": CUT_LOCKED}
+_CUT_CAUSES = {"shutdown": INTERRUPTED, "locked": CUT_LOCKED, "deactivated": CUT_DEACTIVATED}
 NEVER_STARTED = "the server stopped before this started"
 
 
@@ -716,7 +719,7 @@ def _complete(
 
 
 def mark_cut(conn: Any, generation: str, cause: str) -> None:
-    """A closing runtime records why its live runs are cut (``shutdown`` or ``locked``)
+    """A closing runtime records why its live runs are cut (``shutdown``, ``locked`` or ``deactivated``)
     in their error, read by ``recover``; a crash records nothing (``CUT_OFF``)."""
     conn.execute(
         f"UPDATE agent_runs SET error = ? WHERE status IN {_LIVE_SQL} AND runtime_generation = ?", (_CUT_CAUSES[cause], generation)
@@ -770,7 +773,10 @@ def recover(conn: Any, generation: str, max_attempts: int, now: float) -> dict[s
             # (``store.cut_result``): a sign-out's is not "the server restarted".
             end_calls(conn, "frame_id", frame_id, cut_result({v: k for k, v in _CUT_CAUSES.items()}.get(cut)))
         if row and row[1]:
-            _complete(conn, run_id, row[0], status, row[2], row[3], None, error, json.loads(row[4]), True)
+            # A deactivation's cut holds: its completion reaches the model with the
+            # member's next turn (quiet), never in a continuation turn of its own.
+            cut_by_admin = error == CUT_DEACTIVATED
+            _complete(conn, run_id, row[0], status, row[2], row[3], None, error, json.loads(row[4]), not cut_by_admin, quiet=cut_by_admin)
         report[status] = report.get(status, 0) + 1
     # Expired leases; and events admitted into a turn: every turn of an earlier process
     # died with it (the turn each was bound to is in the row, §4.3).
