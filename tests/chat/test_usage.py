@@ -147,3 +147,26 @@ async def test_the_usage_queries_read_the_period_through_an_index_not_a_scan_of_
     for plan in await chat.host.core.registry.run(plans):
         assert any(step.startswith("SEARCH llm_requests USING INDEX llm_requests_created (created_at>? AND created_at<?)") for step in plan), plan
         assert not any("ORDER BY" in step for step in plan), plan
+
+
+async def test_a_finished_requests_row_is_dated_when_it_was_sent_not_when_it_finished(chat):
+    """Every row is dated when its request was sent, as a crash-cut request's is: an
+    answer that takes seconds and finishes after midnight counts on the day it was
+    asked for, the same day the same request cut by a crash would count on."""
+    await configure_models(chat.admin, chat.server, (MODEL_A,))
+    alice = await chat.host.member("alice")
+    chat.server.script(MODEL_A, [Reply("A slow answer.", first_token_delay=1.5)])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        before = dt.datetime.now(dt.timezone.utc)
+        await sock.send(cid, "Take your time.")
+        await sock.turn(cid)
+        after = dt.datetime.now(dt.timezone.utc)
+    await _logged(chat, 1)
+    [(created_at, latency)] = await chat.host.core.registry.run(
+        lambda c: c.execute("SELECT created_at, latency_ms FROM llm_requests").fetchall()
+    )
+    dated = dt.datetime.fromisoformat(created_at.replace("Z", "+00:00"))
+    assert latency >= 1500
+    assert -0.01 <= (dated - before).total_seconds() < 1.0, (before, dated)  # sent (the row keeps milliseconds)
+    assert (after - dated).total_seconds() >= 1.4, (dated, after)  # not when it finished

@@ -371,3 +371,37 @@ async def test_a_reset_the_full_disk_refuses_while_preparing_leaves_the_member_s
     assert (await again.get(f"/api/file?path={quote(upload)}")).content == b"dear diary"
     assert _quarantine(host, bob_id, "db") == []
     assert not host.core.users.reset_path(bob_id).exists()
+
+
+async def test_a_reset_that_loses_the_race_with_the_members_own_password_change_signs_no_one_out(skald, monkeypatch):
+    """The member changes her password while the admin's reset is being prepared (after
+    it read her credentials, before it signs her out): the reset answers 400 try_again
+    and changes nothing — the session her own change gave her still works, and her new
+    password signs her in (a crash probe found her signed out by the reset that failed)."""
+    host, admin, [bob] = await _started(skald, "bob")
+    bob_id = bob.member["id"]
+    upload = await _upload(bob, "diary.txt", b"dear diary")
+    own = "bob's own new passphrase 7"
+    kdf = host.core.users.kdf
+    original = kdf.seal_new
+    changed = []
+
+    async def member_changes_first(*args, **kwargs):
+        # The reset has read the credentials it will replace; the member's change lands now.
+        response = await bob.post("/api/auth/password", json={"current_password": MEMBER_PASSWORD, "new_password": own})
+        changed.append(response.status_code)
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(kdf, "seal_new", member_changes_first)
+    response = await _reset(admin, bob_id)
+    monkeypatch.setattr(kdf, "seal_new", original)
+    assert changed == [200]
+    assert response.status_code == 400, response.text
+    assert response.json()["code"] == "try_again"
+    assert (await bob.get(f"/api/file?path={quote(upload)}")).content == b"dear diary"  # still signed in
+    assert (await bob.get("/api/conversations")).status_code == 200
+    assert (await host.client().login("bob", NEW)).status_code == 401
+    again = await _signed_in(host, "bob", own)
+    assert (await again.get(f"/api/file?path={quote(upload)}")).content == b"dear diary"
+    assert _quarantine(host, bob_id, "db") == []
+    assert not host.core.users.reset_path(bob_id).exists()

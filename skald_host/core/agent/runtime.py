@@ -133,9 +133,11 @@ class ChatForbidden(ChatError):
         super().__init__(message, code=code, status=403, values=values)
 
 
-def _registry_now() -> str:
-    """Now as the registry's ``created_at`` defaults write it (UTC, milliseconds)."""
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+def _registry_now(seconds_ago: float = 0.0) -> str:
+    """Now (or ``seconds_ago`` before) as the registry's ``created_at`` defaults write it
+    (UTC, milliseconds)."""
+    moment = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=seconds_ago)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 class RequestLog:
@@ -1566,16 +1568,20 @@ class MemberRuntime:
         error, cut short (``stopped``, ``interrupted``: recovery's, with no frame and no
         timing of its own). The row also rides in the member's next commit of history
         until the registry has it (``store.RequestOutbox``): a crash while the registry
-        gathers rows loses none. ``sent_at``: when a request recovery logs was sent (the
-        row is dated then); else now."""
-        latency = None if frame is None else int((time.perf_counter() - started) * 1000)
+        gathers rows loses none. Every row is dated when its request was sent, so the
+        usage page's days agree however it ended (an answer finishing after midnight
+        counted on the next day, the same request cut by a crash on the day it was
+        sent): ``started`` (``perf_counter``) when the caller sent it, ``sent_at`` when
+        a request recovery logs was sent."""
+        elapsed = time.perf_counter() - started
+        latency = None if frame is None else int(elapsed * 1000)
         row = (
             request_id, self.member_id, model, status or ("error" if error else "ok"),
             None if status else error.status if error else 200,
             turn.tokens_in if turn else None, turn.tokens_out if turn else None, latency,
             turn.first_token_ms if turn else None, model_id,
         )
-        at = sent_at or _registry_now()
+        at = sent_at or _registry_now(seconds_ago=max(elapsed, 0.0))
         self.store.outbox.add(request_id, json.dumps({"row": row, "at": at}))
 
         async def write() -> None:

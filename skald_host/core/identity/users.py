@@ -336,6 +336,11 @@ class UserManager:
         self.buses = buses
         self._open: dict[str, Database] = {}
         self._unlock_locks: dict[str, asyncio.Lock] = {}
+        # Per member: a password change commits under it, and an admin reset holds it from
+        # its last look at the credentials through its commit, so the member's own change
+        # lands either before that look (the reset is refused and signs no one out) or
+        # after the reset's commit (the change is refused: the reset signed them out).
+        self._credential_commits: dict[str, asyncio.Lock] = {}
         # Held by a backup while it copies system.db and then each member's file, and by
         # what would make the two disagree (a delete, an admin reset's new file and key).
         self.membership_changes = asyncio.Lock()
@@ -664,7 +669,8 @@ class UserManager:
             crash_point("password_change.in_transaction")
             return count
 
-        committed = await self.registry.transaction(update)
+        async with self._credential_commits.setdefault(member_id, asyncio.Lock()):
+            committed = await self.registry.transaction(update)
         self._credentials_changing(member_id)
         if committed != 1:
             raise MemberError("the password was changed concurrently; try again", code="try_again")
@@ -735,17 +741,6 @@ class UserManager:
             if not path.exists():
                 owner = await self._open_member_file(member_id, path, None, create=True)
                 await owner.close()
-        # Prepared: only now is the member signed out and locked (their file closes, so
-        # nothing writes to the one the commit replaces). The commit's own guard (the
-        # credentials the record kept) refuses it if they changed their password meanwhile.
-        try:
-            if before_commit is not None:
-                await before_commit()
-            await self.lock(member_id)
-        except BaseException:
-            if member.encrypted:
-                await asyncio.to_thread(self._discard_uncommitted_reset, member_id)
-            raise
 
         def update(conn: Any) -> int:
             if member.encrypted:
@@ -775,7 +770,26 @@ class UserManager:
                 conn.execute("DELETE FROM sealed_messages WHERE member_id = ?", (member_id,))
             return 1
 
-        await self._commit_swap(member_id, update, "admin_reset.after_commit")
+        # Prepared: only now is the member signed out and locked (their file closes, so
+        # nothing writes to the one the commit replaces), and only if their password is
+        # still the one the reset started from: a reset the commit's guard (the
+        # credentials the record kept) would refuse must not sign out the member whose
+        # own change beat it (a crash probe found her new session answering 401 after the
+        # reset failed). Under ``_credential_commits`` from that look to the commit: a
+        # change of theirs cannot slip in between.
+        async with self._credential_commits.setdefault(member_id, asyncio.Lock()):
+            try:
+                if member.encrypted and (await self._credentials(member_id))[1] != replaced:
+                    self._credentials_changing(member_id)
+                    raise MemberError("the password was changed concurrently; try again", code="try_again")
+                if before_commit is not None:
+                    await before_commit()
+                await self.lock(member_id)
+            except BaseException:
+                if member.encrypted:
+                    await asyncio.to_thread(self._discard_uncommitted_reset, member_id)
+                raise
+            await self._commit_swap(member_id, update, "admin_reset.after_commit")
         if member.encrypted:
             # Under the unlock lock: a sign-in with the new password racing this waits,
             # and then finds the reset complete (or completes it itself). A connection a
@@ -1359,11 +1373,36 @@ class UserManager:
                 log.warning("owner file %s has no member; quarantined", path.name)
         for member_id in sorted(ids):
             if self.reset_path(member_id).exists():
-                log.warning("member %s: an admin reset was cut short by a stop; it completes at their next login", member_id)
+                await self._report_cut_reset(member_id)
             elif not self.owner_path(member_id).exists():
                 missing.append(member_id)
                 log.error("member %s has no private database file; an admin reset will create an empty one", member_id)
         return {"quarantined": orphans, "missing": missing}
+
+    async def _report_cut_reset(self, member_id: str) -> None:
+        """A reset's (or a recovery's) new file a stop left beside the member's file. The
+        record keeps the credentials the reset replaces: while the registry still holds
+        them, the reset was never committed, and its new file goes now (nothing of the
+        member's is open at boot); else it was, and the member's next login completes it.
+        Without a record the stop came before the record was written (so before the
+        commit) or the reset was begun by a Skald that kept none: the login tells them
+        apart, by whether the new file opens with the registry's password."""
+        try:
+            record = await asyncio.to_thread(_read_json, self.reset_record_path(member_id))
+        except ValueError:  # not JSON: left for the login, which says what is wrong
+            record = None
+        _, current = await self._credentials(member_id)
+        what = "a recovery of a reset" if record and record.get("set_aside_as") == "replaced-by-recovery" else "an admin reset"
+        if record is not None and record.get("credentials") == current:
+            await asyncio.to_thread(self._discard_uncommitted_reset, member_id)
+            log.warning("member %s: %s cut short by a stop was not committed; the member's data and password are as"
+                        " before; its unused new file is removed", member_id, what)
+        elif record is not None:
+            log.warning("member %s: %s was cut short by a stop after its commit; it completes at their next login",
+                        member_id, what)
+        else:
+            log.warning("member %s: an admin reset was cut short by a stop; their next login completes it if it was"
+                        " committed, and otherwise removes its unused new file", member_id)
 
 
 def _seed_new_member_grants(conn: Any, member_id: str, role_id: str) -> None:
