@@ -156,8 +156,9 @@ function buildShell() {
   // The first stop of the tab order: past the menu and the sidebar to the page itself.
   const skip = el("a", {
     class: "skip-link", href: "#content", text: t("nav.skip"),
-    on: { click: (event) => { event.preventDefault(); content.focus(); } },
+    on: { click: (event) => { event.preventDefault(); content.classList.remove("route-focus"); content.focus(); } },
   });
+  content.addEventListener("blur", () => content.classList.remove("route-focus"));
   const banner = state.session.secure_transport === false ? notice("warning", t("warning.insecure_transport")) : null;
   // Safe mode (a restored copy looked at beside the live server): the member's
   // scheduled prompts wait, and they are told so above every page.
@@ -395,7 +396,10 @@ async function route({ focus = true, arrived = false, after = null } = {}) {
   document.title = heading ? `${heading.textContent} · ${t("app.name")}` : t("app.name");
   if (focus) {
     // A new page starts at its top: letting focus scroll it put its title under the
-    // phone's sticky top bar.
+    // phone's sticky top bar. No ring (app.css): after a key (Enter in the message box,
+    // Alt+Left) Chromium drew :focus-visible round the whole page, which nobody moved
+    // the focus to; the skip link's jump, which someone did, keeps its ring.
+    content.classList.add("route-focus");
     content.focus({ preventScroll: true });
     window.scrollTo(0, 0);
   }

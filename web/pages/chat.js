@@ -536,6 +536,17 @@ function conversationHeader(view) {
   const showActions = (open) => {
     more.setAttribute("aria-expanded", String(open));
     node.classList.toggle("actions-open", open);
+    if (open) document.addEventListener("click", outside, true);
+    else document.removeEventListener("click", outside, true);
+  };
+  // A tap anywhere else folds the actions, as a menu does (they stayed open over the
+  // transcript). Not the fold's own button: its click toggles them itself. Nor during a
+  // rename, whose form stands in the fold's row: its Save (Enter's click too) goes back
+  // to Rename, which must still be shown to take the focus.
+  const outside = (event) => {
+    if (!node.isConnected) { document.removeEventListener("click", outside, true); return; }
+    if (!titleRow.isConnected) return;
+    if (!more.contains(event.target) && !actions.contains(event.target)) showActions(false);
   };
   actions.addEventListener("keydown", (event) => {
     const folded = more.offsetParent !== null;  // shown: a phone, where the actions fold
@@ -829,7 +840,10 @@ class ChatView {
       const found = this.ctx.params?.get("find");
       if (found && page.isConnected && this.ctx.params.get("earlier")) { this.openEarlierVersion(found); return; }
       if (found && page.isConnected && this.transcript.reveal(found, this.ctx.params.get("snippet") || "")) return;
-      if (!narrow() && page.isConnected) this.composer.text.focus({ preventScroll: true });
+      // Its first message was just written in the start page's box: the member goes on
+      // writing in this one, on a phone too (the route had put the focus on <main>, and
+      // the next words typed were lost). Else a phone's keyboard is not opened unasked.
+      if (page.isConnected && (fresh || !narrow())) this.composer.text.focus({ preventScroll: true });
     });
     return page;
   }

@@ -390,7 +390,7 @@ def connection_failure(exc: BaseException) -> ModelError:
     if isinstance(cause, aiohttp.ClientConnectorDNSError):
         code, said = "model_host_not_found", f"the provider's host name {cause.host!r} was not found"
     elif isinstance(cause, aiohttp.ClientConnectorCertificateError):
-        code, said = "model_certificate_untrusted", f"the certificate of {cause.host} was not trusted"
+        code, said = certificate_failure(cause.certificate_error, cause.host)
     elif isinstance(cause, aiohttp.ClientConnectorSSLError):
         code, said = "model_tls_failed", f"the secure connection (TLS) to {cause.host} port {cause.port} failed"
     elif isinstance(cause.os_error, ConnectionRefusedError):
@@ -398,6 +398,29 @@ def connection_failure(exc: BaseException) -> ModelError:
     else:
         code, said = "model_cannot_connect", f"could not connect to {cause.host} port {cause.port}"
     return ModelError(f"the provider could not be reached: {said}: {why}", None, code=code, values=where)
+
+
+# OpenSSL's verify codes (x509_vfy.h) for a certificate that is trusted but wrong for
+# this connection. aiohttp raises one error for all of them and for an untrusted issuer;
+# the advice for an untrusted issuer (SSL_CERT_FILE) does nothing for these.
+CERTIFICATE_NOT_YET_VALID = 9
+CERTIFICATE_EXPIRED = 10
+CERTIFICATE_NAME_MISMATCH = (62, 64)  # X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH
+
+
+def certificate_failure(error: BaseException, host: str) -> tuple[str, str]:
+    """The code and the log's words for a certificate the connection refused, by OpenSSL's
+    own verdict: a certificate made for another name (a self-signed one without
+    subjectAltName) was said to be untrusted, with advice to name its CA in SSL_CERT_FILE,
+    which the admin had done already (newcomer report)."""
+    verify_code = getattr(error, "verify_code", None)
+    if verify_code in CERTIFICATE_NAME_MISMATCH:
+        return "model_certificate_wrong_name", f"the certificate of {host} was made for another name"
+    if verify_code == CERTIFICATE_EXPIRED:
+        return "model_certificate_expired", f"the certificate of {host} has expired"
+    if verify_code == CERTIFICATE_NOT_YET_VALID:
+        return "model_certificate_not_yet_valid", f"the certificate of {host} is not valid yet"
+    return "model_certificate_untrusted", f"the certificate of {host} was not trusted"
 
 
 async def _read_bounded(response: aiohttp.ClientResponse, limit: int = 65536) -> bytes:
