@@ -12,6 +12,7 @@ the fallback; the host's built-ins keep theirs in the core bundle as
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from skald_hookspecs.types import I18nBundle
@@ -28,16 +29,30 @@ T = TypeVar("T")
 PLURAL_CATEGORIES = ("zero", "one", "two", "few", "many", "other")
 
 
+def _cldr(locale: str | None) -> Any:
+    from babel import Locale, UnknownLocaleError
+
+    try:
+        return Locale.parse(str(locale or FALLBACK_LOCALE).replace("_", "-"), sep="-")
+    except (UnknownLocaleError, ValueError, TypeError):
+        return Locale(FALLBACK_LOCALE)
+
+
+def number_text(value: float, locale: str | None = None, pattern: str = "#,##0.###") -> str:
+    """A number in ``locale``'s format (Babel: "1.000" and "3,0" in German, "1,000" and
+    "3.0" in English), as the web shell's ``toLocaleString`` says it: a refusal's "at most
+    1000" beside a hint's "Between 1 and 1,000" read as two different limits."""
+    from babel.numbers import format_decimal
+
+    return format_decimal(value, format=pattern, locale=_cldr(locale))
+
+
 def size_text(size: int, locale: str | None = None) -> str:
     """A byte count as a person reads a limit ("256 MiB"), its number in ``locale``'s
     format (Babel: "1,5 GiB" in German, not "1.5 GiB")."""
-    from babel import Locale, UnknownLocaleError
     from babel.numbers import format_decimal
 
-    try:
-        cldr = Locale.parse(str(locale or FALLBACK_LOCALE).replace("_", "-"), sep="-")
-    except (UnknownLocaleError, ValueError, TypeError):
-        cldr = Locale(FALLBACK_LOCALE)
+    cldr = _cldr(locale)
     for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
         if size >= scale:
             return f"{format_decimal(size / scale, format='0.#', locale=cldr)} {unit}"
@@ -60,15 +75,22 @@ def plural_category(locale: str | None, count: int) -> str:
 #: reader's language says it in its own number format (``sized``; the shell's
 #: ``errorString`` with ``formatSize``).
 BYTES_SUFFIX = "_bytes"
+#: A value ``<name>_number`` (a number) beside ``<name>`` (its English text, "1,000"):
+#: said in the reader's number format alike (``number_text``; the shell's ``sized``).
+NUMBER_SUFFIX = "_number"
 
 
 def sized(values: Mapping[str, Any], locale: str | None) -> dict[str, Any]:
-    """``values`` with each ``<name>`` that has a ``<name>_bytes`` beside it said in
-    ``locale``'s number format (``size_text``)."""
+    """``values`` with each ``<name>`` that has a ``<name>_bytes`` or ``<name>_number``
+    beside it said in ``locale``'s number format (``size_text``, ``number_text``)."""
     out = dict(values)
     for name, value in values.items():
-        if name.endswith(BYTES_SUFFIX) and isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if name.endswith(BYTES_SUFFIX) and isinstance(value, int) and value >= 0:
             out[name.removesuffix(BYTES_SUFFIX)] = size_text(value, locale)
+        elif name.endswith(NUMBER_SUFFIX) and math.isfinite(value):
+            out[name.removesuffix(NUMBER_SUFFIX)] = number_text(value, locale)
     return out
 
 

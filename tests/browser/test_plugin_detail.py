@@ -63,7 +63,7 @@ async def test_a_tools_failure_and_a_failed_plugins_traceback_are_on_their_pages
     await expect(failure.locator("pre.traceback")).not_to_contain_text("private words")
     await expect(page.get_by_test_id("failures-since-start")).to_have_text(  # the list is in memory: said so
         "This list holds the latest 20 failures since the server last started: a restart empties it."
-        " A hook failing the same way again within a minute is counted in its entry, not listed again."
+        " A hook failing the same way again within a minute, or a system agent failing the same way again, is counted in its entry, not listed again."
         " The server's log keeps every entry, under its error id."
     )
 

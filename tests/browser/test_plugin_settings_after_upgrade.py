@@ -35,3 +35,31 @@ async def test_the_admin_sees_which_settings_fell_back_and_saving_the_form_works
     assert await host.core.catalog.stale_settings("tally") == []
     await page.goto("/#plugins")
     await expect(page.locator("article[data-plugin='tally']").get_by_test_id("stale-settings")).to_have_count(0)
+
+
+async def test_removing_the_stored_values_asks_first_and_cancel_keeps_them(skald, browser_pages):
+    """The stored values are what a downgrade reads: "Remove the stored values" deleted
+    them at one click. It asks, saying so; cancelled, nothing is sent and they stay."""
+    host, _ = await _upgraded(skald)
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "admin", ADMIN_PASSWORD)
+    deletes: list[str] = []
+    page.on("request", lambda request: deletes.append(request.url) if request.method == "DELETE" else None)
+    await page.goto("/#plugin-detail?id=tally")
+    notes = page.locator(".notice.warning")
+    await expect(notes).to_have_count(2)
+
+    await notes.nth(0).get_by_test_id("stale-remove").click()
+    dialog = page.get_by_role("dialog", name="Remove the stored values of max_step, unit, mode?")
+    await expect(dialog).to_contain_text("the previous version of the plugin, it reads its defaults too")
+    await dialog.get_by_role("button", name="Cancel").click()
+    await expect(dialog).to_have_count(0)
+    await expect(notes).to_have_count(2)
+    assert deletes == []
+    assert await host.core.catalog.stale_settings("tally") != []
+
+    await notes.nth(0).get_by_test_id("stale-remove").click()
+    await page.get_by_role("dialog").get_by_role("button", name="Remove the stored values").click()
+    await expect(notes).to_have_count(0)
+    assert [url.split("/api/")[1] for url in deletes] == ["admin/plugins/tally/stale-settings"]
+    assert await host.core.catalog.stale_settings("tally") == []

@@ -204,3 +204,26 @@ async def test_every_bad_field_is_named_in_one_refusal_and_nothing_is_stored(ska
     assert {k: body[k] for k in ("field", "error", "code")} == {"field": "x", "error": "x: is not a setting of this plugin", "code": "config_unknown"}
     assert await registry_dump(host) == before
     assert await host.core.host_api("keyed").get_config() == {}
+
+
+class Large(Routed):
+    def __init__(self) -> None:
+        super().__init__("large", config_schema=(ConfigField("turns", "integer", minimum=1, maximum=1000),))
+
+
+async def test_a_refused_bound_is_said_as_the_forms_hint_says_it(skald):
+    """The hint said "Between 1 and 1,000", the refusal "must be at most 1000": two
+    limits, it read. The bound is said in the reader's number format, in English
+    "1,000", in German "1.000", as the hint's ``toLocaleString``."""
+    host = await skald.start(plugins=[Large()], enable=["large"])
+    admin = await host.admin()
+
+    refused = await admin.put("/api/admin/plugins/large/config", json={"config": {"turns": 5000}})
+
+    assert refused.status_code == 400, refused.text
+    body = refused.json()
+    assert body["error"] == "turns: must be at most 1,000"
+    assert body["values"] == {"maximum": "1,000", "maximum_number": 1000}
+    strings = host.core.strings
+    assert strings.reason({"code": body["code"], "values": body["values"]}, "de") == "darf höchstens 1.000 sein"
+    assert strings.reason({"code": body["code"], "values": body["values"]}, "en") == "must be at most 1,000"

@@ -209,3 +209,19 @@ def test_the_known_gaps_state_the_tool_result_limit_the_host_applies():
     assert int(stated) == TOOL_RESULT_LIMIT
     for gap in ("cannot hand the member a file", "`ctx.turn.notify` adds a note", "no `member_created` hook"):
         assert gap in gaps, gap
+
+
+def test_the_guides_page_example_shows_its_own_errors():
+    """The walk-through's page awaited ``call`` in ``connectedCallback`` with nothing
+    around it: a route that failed left a blank page. It catches ``KitError`` and shows
+    its message, and the prose says a page shows its own errors."""
+    text = doc_text()
+    [page] = [b for b in code_blocks(walk_through(), "js") if "class HelloPage" in b]
+    assert "KitError" in page.split("\n", 1)[0]  # imported from the kit
+    before_call = page.split("await call(", 1)[0].rsplit("\n", 1)[0]
+    assert before_call.rstrip().endswith("try {"), page
+    assert "catch (error)" in page and "error instanceof KitError" in page and "error.message" in page
+    assert "A page shows its own errors" in text
+    # Said where a reader meets them: the one synchronous per-member call, and the UI's name for "loaded".
+    assert "`unlocked_members()`, which, unlike these, is synchronous" in text
+    assert "`loaded` is what the catalog page calls \"Running\"" in text

@@ -21,6 +21,7 @@ import pytest
 from skald_hookspecs import hookimpl
 from skald_hookspecs.types import I18nBundle, PluginInfo, Tool
 from skald_host.core.agent.tools import ToolRegistry, validate_tool
+from skald_host.core.plugins import manager as manager_module
 from skald_host.core.plugins.manager import PluginError, PluginManager, StrictPluginFailure
 
 from .test_isolation import Bystander, _validate_tool, info
@@ -182,10 +183,75 @@ async def test_a_register_hook_that_slows_the_start_is_a_problem_on_the_plugins_
     (problem,) = (await admin.get("/api/admin/plugins/slow-registration")).json()["failures"]
     assert problem["where"] == "hook register_i18n" and 2.3 <= problem["took_seconds"] < 5
     assert problem["message"].startswith(f"register_i18n took {problem['took_seconds']:.1f} s at the server's start")
+    # One English text, not two worded differently (``message`` and ``traceback``).
+    assert problem["traceback"] == problem["message"]
     (german,) = (await host.core.catalog.detail("slow-registration", "de"))["failures"]
-    assert german["message"].startswith(f"register_i18n brauchte beim Start des Servers {problem['took_seconds']:.1f} s")
+    # Seconds in the reader's number format: "2,3 s", not the English "2.3 s".
+    seconds = f"{problem['took_seconds']:.1f}".replace(".", ",")
+    assert german["message"].startswith(f"register_i18n brauchte beim Start des Servers {seconds} s"), german["message"]
     assert any("register_i18n took 2." in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
     assert held_warnings(caplog) == []  # it held no event loop: slow, not blocking
+
+
+class BlockingInfo:
+    @hookimpl
+    def plugin_info(self) -> PluginInfo:
+        time.sleep(3)
+        return info("blocking-info")
+
+
+async def test_a_plugin_info_that_blocks_past_the_hook_timeout_fails_the_plugin_naming_it():
+    """``plugin_info`` was called directly: one that slept 12 s held the boot for 12 s,
+    said nothing, and the plugin read "loaded, healthy". It is bounded like every hook."""
+    manager = PluginManager(extra=[Bystander(), BlockingInfo()], use_entry_points=False, hook_timeout=0.5)
+    began = time.perf_counter()
+    manager.load()
+
+    assert time.perf_counter() - began < 2
+    (status,) = [s for s in manager.statuses() if s.name == "BlockingInfo"]
+    assert (status.state, status.healthy) == ("failed", False)
+    assert status.error.startswith("plugin 'BlockingInfo': plugin_info did not finish within 0.5 s"), status.error
+    assert manager.status("bystander").state == "disabled"  # the others load on
+
+
+SLOW_MODULE = """
+import time
+
+from skald_hookspecs import hookimpl
+from skald_hookspecs.types import PluginInfo
+
+time.sleep(0.5)  # a heavy library imported at the top
+
+
+@hookimpl
+def plugin_info():
+    time.sleep(0.5)
+    return PluginInfo(id="slow-start", title="Slow start", spec=">=1,<2")
+"""
+
+
+async def test_a_slow_plugin_info_is_a_problem_on_the_plugins_page_a_slow_import_a_log_line(skald, tmp_path, monkeypatch, caplog):
+    """plugin_info held every start of the server, as a slow register hook does, and
+    said nothing. The module's slow import is not a problem (``problems`` is 1): a
+    speech model's plugin imports for seconds on a small machine and is not broken."""
+    monkeypatch.setattr(manager_module, "SLOW_HOOK_SECONDS", 0.3)
+    (tmp_path / "slow_start_plugin.py").write_text(SLOW_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    caplog.set_level(logging.WARNING)
+    host = await skald.start(plugins=["slow_start_plugin"], enable=["slow-start"])
+    admin = await host.admin()
+
+    assert host.core.plugins.status("slow-start").state == "loaded"
+    (card,) = [p for p in (await admin.get("/api/admin/plugins")).json()["plugins"] if p["id"] == "slow-start"]
+    assert card["problems"] == 1
+    (asked,) = (await admin.get("/api/admin/plugins/slow-start")).json()["failures"]
+    assert asked["where"] == "hook plugin_info" and 0.5 <= asked["took_seconds"] < 2
+    assert asked["message"].startswith(f"plugin_info took {asked['took_seconds']:.1f} s at the server's start")
+    assert asked["traceback"] == asked["message"]
+    (german,) = (await host.core.catalog.detail("slow-start", "de"))["failures"]
+    assert german["message"].startswith(f"plugin_info brauchte beim Start des Servers {asked['took_seconds']:.1f} s".replace(".", ","))
+    logged = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "slow" in r.getMessage()]
+    assert any("plugin_info took" in line for line in logged)
 
 
 # -- registration errors name the exception's type ---------------------------------------

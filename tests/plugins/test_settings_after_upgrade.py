@@ -80,6 +80,7 @@ async def test_values_the_new_schema_refuses_read_as_defaults_and_the_admin_is_t
     assert dict(await api.get_user_config(member_id)) == {"step": 1, "chat": "own key"}
     assert "max_step, unit, mode" in caplog.text and "max_events" in caplog.text
     assert "beans" not in caplog.text and "mul" not in caplog.text  # names only: a value may be a secret
+    assert "until an admin saves them or removes them (\"Remove the stored values\"" in caplog.text
 
     admin = await host.admin()
     card = {p["id"]: p for p in (await admin.get("/api/admin/plugins")).json()["plugins"]}["tally"]

@@ -101,8 +101,43 @@ async def test_one_pass_failing_for_every_member_is_one_problem_on_the_plugins_p
     for member in (alice, bob):
         (run,) = await runs_in_file(host.core, member.member["id"])
         assert run["error"] == f"RuntimeError (error id {failures[0]['error_id']})"
-    # The next pass is a problem of its own: the page says when the agent failed again.
-    host.core.system_agents.clock.advance(days=1)
+    assert failures[0]["passes"] == 1
+    # The next pass failing the same way is counted into the same entry: an agent failing
+    # every minute filled the list of 20 in 20 minutes, pushing the rest out of it.
+    for _ in range(3):
+        host.core.system_agents.clock.advance(days=1)
+        await host.core.system_agents.tick()
+    again = (await (await host.admin()).get("/api/admin/plugins/counting")).json()["failures"]
+    assert [(f["error_id"], f["members"], f["passes"]) for f in again] == [(failures[0]["error_id"], 4 * len(failed), 4)]
+    assert again[0]["last_at"] >= failures[0]["at"]
+
+
+class TwoBugs(CountingAgents):
+    """Fails with a KeyError for one member and a RuntimeError for the others."""
+
+    def __init__(self, key_error_for: list[str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.key_error_for = key_error_for
+
+    async def run(self, ctx: Any) -> None:
+        if ctx.member_id in self.key_error_for:
+            raise KeyError("a private detail")
+        await super().run(ctx)
+
+
+async def test_different_exceptions_in_one_pass_are_different_problems(skald):
+    """One pass's fold merged a KeyError for one member and a RuntimeError for another
+    into one entry with one traceback, and both run rows cited it: two bugs, one listed."""
+    plugin = TwoBugs([], unit="minutes", interval=5, fail=True)
+    host = await _start(skald, plugin)
+    alice, bob = await host.member("alice"), await host.member("bob")
+    plugin.key_error_for.append(alice.member["id"])
     await host.core.system_agents.tick()
+
     failures = (await (await host.admin()).get("/api/admin/plugins/counting")).json()["failures"]
-    assert len(failures) == 2 and failures[1]["members"] == len(failed)
+    by_type = {f["traceback"].rsplit("\n", 1)[-1].split(" ")[0]: f for f in failures}
+    assert set(by_type) == {"KeyError", "RuntimeError"}, [f["traceback"] for f in failures]
+    (alice_run,) = await runs_in_file(host.core, alice.member["id"])
+    (bob_run,) = await runs_in_file(host.core, bob.member["id"])
+    assert alice_run["error"] == f"KeyError (error id {by_type['KeyError']['error_id']})"
+    assert bob_run["error"] == f"RuntimeError (error id {by_type['RuntimeError']['error_id']})"

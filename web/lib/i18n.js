@@ -94,12 +94,17 @@ export function formatSize(bytes) {
 
 /** `values` with each `<name>` that has a byte count `<name>_bytes` beside it (a limit,
  * "1.5 GiB" as the server words it in English) said by formatSize in the reader's number
- * format, as every size the shell shows ("1,50 GiB"); the server's own readers word it
- * alike (skald_host/core/i18n.py `sized`). */
+ * format, as every size the shell shows ("1,50 GiB"), and each that has a number
+ * `<name>_number` beside it in the reader's digits, as a form's hint says it ("at most
+ * 1.000" beside "Zwischen 1 und 1.000"); the server's own readers word them alike
+ * (skald_host/core/i18n.py `sized`). */
 function sized(values) {
   const out = { ...values };
   for (const [name, value] of Object.entries(values)) {
     if (name.endsWith("_bytes") && Number.isInteger(value) && value >= 0) out[name.slice(0, -"_bytes".length)] = formatSize(value);
+    else if (name.endsWith("_number") && Number.isFinite(value)) {
+      out[name.slice(0, -"_number".length)] = value.toLocaleString(currentLocale());
+    }
   }
   return out;
 }

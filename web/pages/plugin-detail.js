@@ -6,7 +6,7 @@ import { api } from "../lib/api.js";
 import { configForm } from "../lib/config-form.js";
 import { el, link, scrollableRegion } from "../lib/dom.js";
 import { errorString, pluginString, t } from "../lib/i18n.js";
-import { errorText, markField, notice, pageHeader, section } from "../lib/ui.js";
+import { confirmDialog, errorText, markField, notice, pageHeader, section } from "../lib/ui.js";
 import { health, stateLabel } from "./plugin-catalog.js";
 
 const back = () => el("p", { class: "back" }, link("#plugins", t("plugin.back")));
@@ -65,6 +65,14 @@ function staleNotice(plugin, fields) {
   const note = notice("warning", t("plugin.stale_settings_note", { fields: fields.join(", ") }));
   const remove = el("button", { class: "btn", type: "button", "data-testid": "stale-remove", text: t("plugin.stale_settings_remove") });
   remove.addEventListener("click", async () => {
+    // They are what going back to the previous version would read: removed at once,
+    // one stray click lost them with nothing said.
+    const ok = await confirmDialog({
+      title: t("plugin.stale_settings_remove_title", { fields: fields.join(", ") }),
+      message: t("plugin.stale_settings_remove_text"),
+      confirmLabel: t("plugin.stale_settings_remove"),
+    });
+    if (!ok) return;
     const response = await api("DELETE", `/api/admin/plugins/${encodeURIComponent(plugin.id)}/stale-settings`);
     if (response.ok) document.querySelectorAll(".stale-settings").forEach((shown) => shown.remove());
     else note.replaceChildren(notice("error", errorText(response)));
@@ -148,8 +156,10 @@ function problemsSection(plugin) {
     parts.push(el("p", { class: "hint", "data-testid": "failures-since-start", text: t("plugin.failures_since_start") }));
     parts.push(el("ul", { class: "plain tool-failures" }, ...failures.slice().reverse().map((f) => el("li", { "data-error-id": f.error_id },
       el("details", {}, el("summary", {}, el("code", { text: f.error_id }), ` ${f.where || f.tool} · ${f.at}`,
-        // A system agent's pass that failed for several members: one entry, its latest traceback.
-        f.members > 1 ? ` · ${t("plugin.failure_members", { count: f.members, last: f.last_at })}`
+        // A system agent failing the same way for several members, in one pass or in
+        // several: one entry, its latest traceback (an agent failing every minute filled the list).
+        f.passes > 1 ? ` · ${t("plugin.failure_passes", { count: f.members, passes: f.passes, last: f.last_at })}`
+          : f.members > 1 ? ` · ${t("plugin.failure_members", { count: f.members, last: f.last_at })}`
           // A hook's repeats within a minute, folded into this entry (not listed again).
           : f.repeats ? ` · ${t("plugin.failure_repeats", { count: f.repeats, last: f.last_at })}` : ""),
         // The host's own words (a hook slow at start), in the reader's language; else the traceback.

@@ -22,6 +22,7 @@ from skald_host.core.identity.users import Member, MemberNotFound
 from skald_host.core.plugins.config_schema import (
     ConfigInvalid, SchemaInvalid, accepted, check_schema, masked, schema_json, stale, validate,
 )
+from skald_host.core.i18n import FALLBACK_LOCALE, number_text
 from skald_host.core.plugins.failures import PLUGIN_EXITS, record_failure
 from skald_host.core.plugins.manager import PluginError, PluginStatus
 from skald_host.core.refusal import Refusal
@@ -141,13 +142,25 @@ class PluginCatalog:
             entry["degraded"] = self.degraded_text(status, locale)
         entry.pop("error_key", None)
         entry.pop("error_values", None)
-        # Problems the host said in words of its own (a hook slow at start): in the
-        # reader's language, beside the English the log has.
-        entry["failures"] = [
-            {**f, "message": self._core.strings.translate(f["key"], locale, **f.get("values", {}))} if "key" in f else f
-            for f in entry.get("failures", [])
-        ]
+        entry["failures"] = [self._problem_text(f, locale) for f in entry.get("failures", [])]
         return entry
+
+    def _problem_text(self, failure: dict[str, Any], locale: str | None) -> dict[str, Any]:
+        """A problem the host said in words of its own (a hook slow at start): ``message``
+        in the reader's language, its seconds in the reader's number format ("3,0 s" in
+        German: "3.0 s" read as English), and ``traceback`` the same words in English,
+        for a reader of the raw API; they were two differently worded English texts."""
+        if "key" not in failure:
+            return failure
+        values, seconds = dict(failure.get("values", {})), failure.get("took_seconds")
+        strings = self._core.strings
+
+        def said(reader: str | None) -> str:
+            if isinstance(seconds, (int, float)):
+                values["seconds"] = number_text(seconds, reader, "#,##0.0")
+            return strings.translate(failure["key"], reader, **values)
+
+        return {**failure, "message": said(locale), "traceback": said(FALLBACK_LOCALE)}
 
     def error_text(self, status: Any, locale: str | None) -> str | None:
         """Why the plugin is not running, in the reader's language when the plugin said

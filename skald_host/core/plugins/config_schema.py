@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping, get_args, get_type_hints
 from urllib.parse import urlsplit
 
 from skald_hookspecs.types import ConfigField
+from skald_host.core.i18n import number_text
 from skald_host.core.refusal import Refusal
 
 MASK = "********"
@@ -130,10 +131,14 @@ def _check(field: ConfigField, value: Any) -> Any:
         if kind == "integer" and (isinstance(value, float) and not value.is_integer()):
             raise ConfigInvalid(name, "must be a whole number", "integer")
         value = int(value) if kind == "integer" else float(value)
+        # The bound as the form's hint says it ("Between 1 and 1,000"), in the reader's
+        # number format where a client says it (``<name>_number``: ``i18n.sized``).
         if field.minimum is not None and value < field.minimum:
-            raise ConfigInvalid(name, f"must be at least {field.minimum:g}", "minimum", minimum=f"{field.minimum:g}")
+            low = number_text(field.minimum)
+            raise ConfigInvalid(name, f"must be at least {low}", "minimum", minimum=low, minimum_number=field.minimum)
         if field.maximum is not None and value > field.maximum:
-            raise ConfigInvalid(name, f"must be at most {field.maximum:g}", "maximum", maximum=f"{field.maximum:g}")
+            high = number_text(field.maximum)
+            raise ConfigInvalid(name, f"must be at most {high}", "maximum", maximum=high, maximum_number=field.maximum)
         return value
     if not isinstance(value, str):
         raise ConfigInvalid(name, "must be text", "text")

@@ -60,27 +60,37 @@ def record_failure(
     its error id is that entry's.
 
     ``one_pass``: the system-agent pass the failure happened in (a token of the
-    scheduler's). A failing agent fails for every member its pass runs for, and each
-    member's failure was an entry of its own: twenty members made twenty entries of one
-    bug, pushing everything else out of the list. Within one pass they are one entry,
-    ``members`` counting whom it failed for and its traceback the latest; a traceback
-    unlike the listed one is still logged, under the entry's error id, which every
-    member's run row cites."""
+    scheduler's). A failing agent fails for every member its pass runs for, and in
+    every pass after: each member's failure was an entry of its own (twenty members made
+    twenty entries of one bug), then each pass's (an agent failing every minute filled
+    the list in twenty minutes), pushing everything else out of the list. The same
+    place and exception type (``module.qualname``: a KeyError and a RuntimeError are two
+    bugs, each with its own traceback), and the same message where it is said, is one entry while it is listed, ``members``
+    counting the failures, ``passes`` the passes they happened in, ``last_at`` the
+    latest, and its traceback the latest; a traceback unlike the listed one is still
+    logged, under the entry's error id, which every member's run row cites."""
+    kind = f"{type(exc).__module__}.{type(exc).__qualname__}"
     fold: tuple[Any, ...] | None = None
     if plugins is not None and one_pass is not None:
-        fold = (where, tool, "pass", one_pass)
+        fold = (where, tool, "system agent", kind, str(exc) if say else "")
         text = withheld_traceback(exc, say=say)
         earlier = plugins.repeat_of(plugin_id, fold, window=None)
         if earlier is not None:
             earlier["members"] = earlier.get("members", 1) + 1
+            another_pass = plugins.occasion_of(plugin_id, fold) is not one_pass
+            if another_pass:
+                earlier["passes"] = earlier.get("passes", 1) + 1
+                plugins.set_occasion(plugin_id, fold, one_pass)
             if text != earlier["traceback"]:
                 earlier["traceback"] = text
-                log.log(level, "plugin %s: %s failed for another member, now so (error id %s)\n%s", plugin_id, where, earlier["error_id"], text)
+                log.log(level, "plugin %s: %s failed again, now so (error id %s)\n%s", plugin_id, where, earlier["error_id"], text)
+            elif another_pass:  # one line a pass, not one a member
+                log.info("plugin %s: %s failed again in another pass (error id %s, %d passes)", plugin_id, where, earlier["error_id"], earlier["passes"])
             else:
                 log.debug("plugin %s: %s failed for another member (error id %s)", plugin_id, where, earlier["error_id"])
             return str(earlier["error_id"])
     elif plugins is not None and where.startswith(FOLDED):
-        fold = (where, tool, f"{type(exc).__module__}.{type(exc).__qualname__}", str(exc) if say else "")
+        fold = (where, tool, kind, str(exc) if say else "")
         earlier = plugins.repeat_of(plugin_id, fold)
         if earlier is not None:
             log.debug("plugin %s: %s failed again (repeat %d of error id %s)", plugin_id, where, earlier["repeats"], earlier["error_id"])
@@ -94,7 +104,9 @@ def record_failure(
     if tool is not None:
         failure["tool"] = tool
     if one_pass is not None:
-        failure["members"] = 1
+        failure["members"], failure["passes"] = 1, 1
     if plugins is not None:
         plugins.record_failure(plugin_id, failure, fold=fold)
+        if one_pass is not None and fold is not None:
+            plugins.set_occasion(plugin_id, fold, one_pass)
     return error_id

@@ -103,7 +103,7 @@ def read_settings(core: Any, plugin_id: str, what: str, fields: Sequence[Any], s
     """Stored values as the plugin reads them (``config_schema.current``): a value its
     current schema refuses, or of a field it no longer has, reads as the default. Said
     once in the log, by field name only: the values may be secrets. The stored value
-    stays until the admin saves (a downgrade finds it again)."""
+    stays until the admin saves or removes it (a downgrade finds it again)."""
     names = tuple(stale(fields, stored, keep_unknown=keep_unknown))
     if names:
         logged = _STALE_LOGGED.setdefault(core, set())
@@ -111,8 +111,9 @@ def read_settings(core: Any, plugin_id: str, what: str, fields: Sequence[Any], s
             logged.add((plugin_id, what, names))
             log.warning(
                 "plugin %s: the stored %s field(s) %s are refused by the plugin's current schema (or gone from it):"
-                " read as their defaults until an admin saves them",
-                plugin_id, what, ", ".join(names),
+                " read as their defaults until an admin saves them or removes them (\"Remove the stored values\" on the plugin's"
+                " page, or DELETE /api/admin/plugins/%s/stale-settings); a downgrade reads them again until then",
+                plugin_id, what, ", ".join(names), plugin_id,
             )
     return current(fields, stored, keep_unknown=keep_unknown)
 

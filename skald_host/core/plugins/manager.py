@@ -67,6 +67,17 @@ REPEAT_FOLD_SECONDS = 60.0
 #: in a thread of its own holds no event loop, so ``LoopWatch`` never noticed it.
 SLOW_HOOK_SECONDS = 2.0
 SLOW_HOOK_KEY = "core.plugin.slow_hook_at_start"
+#: The same for the plugin's ``plugin_info``: the boot waits for it too, and a
+#: 12-second one was not even a log line.
+SLOW_INFO_KEY = "core.plugin.slow_info_at_start"
+#: Their English for the log line, the words of the English bundle (the catalog says them
+#: in the reader's language; ``test_slow_start_problems_say_one_text`` keeps them alike).
+SLOW_AT_START_LOG = {
+    SLOW_HOOK_KEY: "{hook} took {seconds} s at the server's start, and the start waited for it. A register hook should only"
+    " register: its author should load what takes time lazily, or start it in the background from startup.",
+    SLOW_INFO_KEY: "plugin_info took {seconds} s at the server's start, and the start waited for it. plugin_info should only"
+    " return who the plugin is: its author should load what takes time lazily, or start it in the background from startup.",
+}
 #: Hooks whose ``register`` takes a folder the host reads later, on use: one that is not
 #: there (left out of the wheel's package data) fails the plugin here, naming the path,
 #: not every use later with an error far from its cause.
@@ -699,6 +710,9 @@ class PluginManager:
         self._held_listed: dict[str, float] = {}  # plugin id -> when its last stretch was listed
         #: (plugin id, fold key) -> (when listed, the entry): a hook's repeats fold into it.
         self._repeats: dict[tuple[str, tuple[Any, ...]], tuple[float, dict[str, Any]]] = {}
+        #: (plugin id, fold key) -> the occasion its entry last failed in (a system agent's
+        #: pass): a repeat in another one is counted as such (``passes``).
+        self._occasions: dict[tuple[str, tuple[Any, ...]], object] = {}
         self.clock: Callable[[], float] = time.monotonic  # what the folding windows are measured by
         #: Entry points declared in a group that is nearly ``skald.plugins`` (found at
         #: discovery, never loaded): the catalog says so of a plugin missing by that name.
@@ -792,13 +806,21 @@ class PluginManager:
         status = PluginStatus(cand.name, cand.name, cand.distribution, cand.version, cand.builtin, "failed")
         started = time.perf_counter()
         stage = "import"
+        slow: list[tuple[str, float]] = []  # (what, seconds): listed once the plugin's status is
         try:
             obj = cand.load()
             stage = "plugin_info"
             status.import_ms = (time.perf_counter() - started) * 1000
+            # A slow import stays a log line: a plugin of a speech model or an SDK
+            # imports for seconds on a small machine, and is not broken for that.
             if status.import_ms > self._slow_import_ms:
                 log.warning("plugin %s took %.0f ms to import (keep imports cheap; load heavy things lazily)", cand.name, status.import_ms)
-            info = self._read_info(cand.name, obj)
+            asked = time.perf_counter()
+            try:
+                info = self._read_info(cand.name, obj)
+            finally:
+                if (took := time.perf_counter() - asked) > SLOW_HOOK_SECONDS and took < self.hook_timeout:
+                    slow.append(("plugin_info", took))
             stage = "registration"
             if info.id in self._status and self._status[info.id].state != "blocked":
                 # The newcomer fails, under its own name: listed under the id it tried to
@@ -825,6 +847,34 @@ class PluginManager:
             at = "" if stage == "import" else place_of(exc)  # the import's error has its place already
             log.error("plugin %s failed to load: %s%s", status.id, status.error, at)
         self._record(status)
+        for what, seconds in slow:  # under the id ``_record`` settled on
+            self.slow_at_start(status.id, what, seconds)
+
+    def _info_within_timeout(self, name: str, fn: Callable[[], Any]) -> Any:
+        """``fn()`` (a plugin's ``plugin_info``) in a daemon thread of its own, given up
+        on after the hook timeout like every other hook: called directly, one that
+        blocked (``time.sleep(12)``) held the boot for as long, said nothing, and the
+        plugin read "loaded, healthy" after. The thread is abandoned, not stopped (as
+        ``_in_thread``'s are); its late answer is ignored. Its exception is raised here."""
+        outcome: dict[str, Any] = {}
+
+        def ask() -> None:
+            try:
+                outcome["info"] = fn()
+            except BaseException as exc:  # a sys.exit() in it too: the loader decides
+                outcome["error"] = exc
+
+        thread = threading.Thread(target=ask, name=f"plugin-info:{name}", daemon=True)
+        thread.start()
+        thread.join(self.hook_timeout)
+        if thread.is_alive():
+            raise PluginError(
+                f"plugin {name!r}: plugin_info did not finish within {self.hook_timeout:g} s (it should only return the"
+                " plugin's PluginInfo: load what takes time lazily, or in startup)", function=fn,
+            )
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["info"]
 
     def _record(self, status: PluginStatus) -> None:
         key = status.id
@@ -845,7 +895,7 @@ class PluginManager:
         fn = getattr(obj, "plugin_info", None)
         if fn is None or not hasattr(fn, f"{PROJECT_NAME}_impl"):
             raise PluginError(f"plugin {name!r} has no @hookimpl plugin_info(): it must say who it is and which spec it needs")
-        info = fn()
+        info = self._info_within_timeout(name, fn)
         if not isinstance(info, PluginInfo):
             raise PluginError(f"plugin {name!r}: plugin_info() returned {type(info).__name__}, expected PluginInfo", function=fn)
         if not info.id or not info.id.replace("-", "").replace("_", "").isalnum() or info.id != info.id.lower():
@@ -938,16 +988,18 @@ class PluginManager:
             status.failures_total += 1
             if fold is not None:
                 # Folds of entries pushed out of the list can no longer be folded into:
-                # dropped, so that keys no window ends (a system agent's passes) stay few.
+                # dropped, so that keys no window ends (a system agent's) stay few.
                 for key in [k for k, (_, f) in self._repeats.items() if k[0] == plugin_id and not any(f is g for g in status.failures)]:
                     del self._repeats[key]
+                    self._occasions.pop(key, None)
                 self._repeats[(plugin_id, fold)] = (self.clock(), failure)
 
     def repeat_of(self, plugin_id: str, fold: tuple[Any, ...], *, window: float | None = REPEAT_FOLD_SECONDS) -> dict[str, Any] | None:
         """The listed entry a failure repeats (same ``fold`` key, listed less than
         ``window`` seconds ago, still in the list), counted into it; or None, when the
         failure is to be listed (and logged) as a new one. ``window`` None: no time
-        limit, for a fold key that ends by itself (a system agent's pass)."""
+        limit, for failures folded for as long as their entry is listed (a system agent's,
+        across its passes)."""
         status = self._status.get(plugin_id)
         earlier = self._repeats.get((plugin_id, fold))
         if status is None or earlier is None:
@@ -955,11 +1007,21 @@ class PluginManager:
         listed, failure = earlier
         if (window is not None and self.clock() - listed >= window) or not any(f is failure for f in status.failures):
             del self._repeats[(plugin_id, fold)]
+            self._occasions.pop((plugin_id, fold), None)
             return None
         failure["repeats"] = failure.get("repeats", 0) + 1
         failure["last_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         status.failures_total += 1
         return failure
+
+    def occasion_of(self, plugin_id: str, fold: tuple[Any, ...]) -> object | None:
+        """The occasion (a system agent's pass) the entry folded under ``fold`` last failed in."""
+        return self._occasions.get((plugin_id, fold))
+
+    def set_occasion(self, plugin_id: str, fold: tuple[Any, ...], occasion: object) -> None:
+        """Note the occasion the entry folded under ``fold`` failed in now; one a key, so a
+        token of a pass long over is let go once the next one fails."""
+        self._occasions[(plugin_id, fold)] = occasion
 
     def loop_held(self, plugin_id: str, what: str, seconds: float) -> str | None:
         """List a stretch of holding the event loop among the plugin's problems, at most
@@ -980,21 +1042,22 @@ class PluginManager:
         })
         return error_id
 
-    def slow_at_start(self, plugin_id: str, hook_name: str, seconds: float) -> str:
-        """List a hook that slowed the server's start among the plugin's problems (and
-        log it); its error id. ``key`` and ``values``: the host's string for it, which the
-        catalog says in the reader's language (``message``)."""
+    def slow_at_start(self, plugin_id: str, what: str, seconds: float) -> str:
+        """List what slowed the server's start (a ``register_*`` hook or ``plugin_info``) among the plugin's problems, and log it; its error id.
+        ``key`` and ``values``: the host's string for it, which the catalog says in the
+        reader's language (``message``, its seconds in the reader's number format) and in
+        English as its ``traceback``: one text, not two that said it differently."""
         error_id = uuid.uuid4().hex[:12]
-        log.warning(
-            "plugin %s: %s took %.1f s at the server's start, which waited for it (register only;"
-            " load what takes time lazily, or start it in a task from startup); error id %s", plugin_id, hook_name, seconds, error_id,
-        )
+        key = SLOW_INFO_KEY if what == "plugin_info" else SLOW_HOOK_KEY
+        text = SLOW_AT_START_LOG[key].format(hook=what, seconds=f"{seconds:.1f}")
+        log.warning("plugin %s: %s; error id %s", plugin_id, text, error_id)
         self.record_failure(plugin_id, {
-            "error_id": error_id, "where": f"hook {hook_name}", "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "took_seconds": round(seconds, 1), "key": SLOW_HOOK_KEY, "values": {"hook": hook_name, "seconds": f"{seconds:.1f}"},
-            # Shown where a failure's traceback is, for a reader of the raw API; the page shows ``message``.
-            "traceback": f"{hook_name} took {seconds:.1f} s at the server's start, and the start waited for it."
-            " A register_* hook should only register: load what takes time lazily, or start it in a task from startup.",
+            "error_id": error_id, "where": f"hook {what}",
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "took_seconds": round(seconds, 1), "key": key, "values": {"hook": what, "seconds": f"{seconds:.1f}"},
+            # The catalog replaces it by the English of ``key`` (the same words); a manager
+            # read without a catalog keeps these, which are the log's.
+            "traceback": text,
         })
         return error_id
 
