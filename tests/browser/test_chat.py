@@ -432,6 +432,9 @@ async def test_a_message_the_full_disk_refused_stays_in_the_outbox_and_is_sent_a
         await sign_in(page, "admin", ADMIN_PASSWORD)
         await send(page, "Hello")
         await expect(page.locator(".msg.assistant .msg-body")).to_have_text("First answer.")
+        # Its tokens show before its end is written; the disk fills once it is (a turn
+        # ends, and Stop goes, after its answer's commit): else that commit is refused.
+        await expect(page.get_by_role("button", name="Stop")).to_be_hidden()
 
         filler = fill(small_disk)
         await send(page, "Written while the disk is full")

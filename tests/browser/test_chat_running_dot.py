@@ -114,6 +114,9 @@ async def test_the_dot_goes_when_the_turn_ends_while_a_new_conversation_opens(sk
             assert (await member.get(f"/api/conversations/{conversation_id}")).json()["running"] is False
             await expect(page.locator(f".conv-list li[data-conversation-id='{conversation_id}']")).to_have_count(1)
             await expect(dot(page, conversation_id)).to_have_count(0)
+        # A list read the last turn brought may still wait in its handler: it is dropped,
+        # not answered into the page the teardown closes ("Fetch response has been disposed").
+        await page.unroute_all(behavior="ignoreErrors")
 
 
 async def test_a_list_read_during_the_turn_and_answered_after_it_shows_no_dot(skald, browser_pages):

@@ -156,6 +156,7 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("/api/admin/plugins/<plugin_id>", "GET"): "admin",
     ("/api/admin/plugins/<plugin_id>/enabled", "PUT"): "admin",
     ("/api/admin/plugins/<plugin_id>/config", "PUT"): "admin",
+    ("/api/admin/plugins/<plugin_id>/stale-settings", "DELETE"): "admin",
     ("/api/admin/plugins/<plugin_id>/access", "GET"): "admin",
     ("/api/admin/settings", "GET"): "admin",
     ("/api/admin/language", "GET"): "admin",

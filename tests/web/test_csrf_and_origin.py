@@ -106,6 +106,7 @@ def valid_writes(ids: dict[str, str]) -> dict[tuple[str, str], tuple[str, Any]]:
         ("/api/admin/backups", "POST"): None,
         ("/api/admin/plugins/<plugin_id>/config", "PUT"): {"config": {"greeting": "forged"}},
         ("/api/admin/plugins/<plugin_id>/enabled", "PUT"): {"enabled": False},
+        ("/api/admin/plugins/<plugin_id>/stale-settings", "DELETE"): None,
         ("/api/admin/settings/<set_id>", "PUT"): {"values": {"level": 3}},
         ("/api/admin/language", "PUT"): {"locale": "en"},
         ("/api/admin/roles", "POST"): {"id": "forged", "label": "Forged"},

@@ -100,6 +100,7 @@ BODYLESS_ROUTES = {
     ("/api/admin/members/<member_id>/end-sessions", "POST"),
     ("/api/admin/backups", "POST"),
     ("/api/admin/members/<member_id>", "DELETE"),
+    ("/api/admin/plugins/<plugin_id>/stale-settings", "DELETE"),
     ("/api/admin/roles/<role_id>", "DELETE"),
     ("/api/conversations/<conversation_id>", "DELETE"),
     ("/api/conversations/<conversation_id>/stop", "POST"),
