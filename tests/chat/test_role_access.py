@@ -326,6 +326,32 @@ async def test_a_turn_cut_by_a_deactivation_stays_cut_after_a_reactivation(chat,
     assert chat.probe.writes != []
 
 
+async def test_a_turn_cut_before_a_deactivation_is_not_resumed_after_the_reactivation(chat):
+    """A turn cut by a sign-out (cause "locked"), the member deactivated and reactivated
+    while signed out: no runtime was live to say the deactivation cut it, as on a version
+    that recorded no such cause (migration 24 dates an upgrade's inactive members' then).
+    Its last row is older than the deactivation, so it is ended, not asked again."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    alice_id = alice.member["id"]
+    slow = Reply("An answer nobody reads.", first_token_delay=1.5)
+    chat.server.script(MODEL_A, [slow, slow])
+    async with ChatSocket(alice) as sock:
+        cid = await new_conversation(alice)
+        await sock.send(cid, "A question.")
+        await chat.server.wait_for_requests(1)
+    await chat.host.core.users.lock(alice_id)  # her sign-out's cut, before any deactivation
+    await asyncio.sleep(1.0)  # the rows' times and the deactivation's differ
+    for active in (False, True):
+        assert (await chat.admin.patch(f"/api/admin/members/{alice_id}", json={"active": active})).status_code == 200
+    alice = await chat.host.member("alice")
+    await alice.get("/api/conversations")
+    await asyncio.sleep(2.5)  # a resumed turn would have asked by now
+    assert len(chat.server.requests_for(MODEL_A)) == 1
+    transcript = await messages(alice, cid)
+    assert (transcript[-1]["role"], transcript[-1]["status"], transcript[-1]["reason"]["code"]) == ("assistant", "error", "stopped_deactivated")
+
+
 async def test_a_card_raised_before_a_deactivation_is_never_listed_as_pending_after_a_reactivation(chat):
     """GET /api/approvals judges each card by the member's deactivation itself: a card
     raised before it and still pending in the file (the recovery that withdraws it not

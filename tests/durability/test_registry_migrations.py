@@ -47,6 +47,11 @@ async def test_registry_upgrade_keeps_members_and_their_sealed_keys(tmp_path, ca
             (member_id, sealed.to_json()),
         )
     )
+    # A member deactivated before the upgrade (no file: never signed in).
+    await registry.transaction(lambda c: c.execute(
+        "INSERT INTO users (id, username, display_name, role_id, active, encrypted, credential_kind, credentials)"
+        " VALUES ('inactive-member', 'bob', 'Bob', 'member', 0, 0, 'verifier', '{}')"
+    ))
     await registry.close()
     owner = await Database.open(
         database_dir / f"{member_id}.db", key=dek, migrations=first_version(OWNER_MIGRATIONS), create=True
@@ -80,8 +85,11 @@ async def test_registry_upgrade_keeps_members_and_their_sealed_keys(tmp_path, ca
     assert after.pop("data_reset_at") is None  # no admin reset lost their data
     assert after.pop("supervision_seen_at") is None  # never told of a supervisor yet
     assert after.pop("password_set_by_admin") == 0  # who chose it then is not known
-    assert after.pop("deactivated_at") is None  # no deactivation withdraws a card of before
+    assert after.pop("deactivated_at") is None  # active: no deactivation withdraws a card of before
     assert after == before
+    # Inactive at the upgrade: deactivated then, as far as is known (migration 24), so a
+    # reactivation withdraws their cards and cut turns of before, as on this version.
+    assert _user_row(path, "inactive-member")["deactivated_at"] is not None
 
 
 def _user_row(path, member_id: str) -> dict:

@@ -1238,7 +1238,10 @@ class MemberRuntime:
         for conversation_id in await self.store.conversations_to_resume():
             if not await self._needs_work(conversation_id):
                 continue
-            if cause == "deactivated":  # the admin's cut holds: ended, never taken up by itself
+            # The admin's cut holds: ended, never taken up by itself. Also a turn whose last
+            # row is older than the member's deactivation: cut by it, or before it, by a
+            # version that recorded no such cause (an upgrade's inactive member).
+            if cause == "deactivated" or await self._written_before_deactivation(conversation_id):
                 await self._end_deactivated_turn(conversation_id)
                 ended += 1
                 continue
@@ -1252,6 +1255,13 @@ class MemberRuntime:
             log.info("member %s: resuming %d interrupted conversation(s) (a restart, or their file locked), %d with an answer cut off that is asked for again",
                      self.member_id, len(resumed), len(cut))
         return resumed
+
+    async def _written_before_deactivation(self, conversation_id: str) -> bool:
+        deactivated_at = self.member.deactivated_at
+        if deactivated_at is None:
+            return False
+        last = await self.store.last_written_at(conversation_id)
+        return last is not None and last <= deactivated_at
 
     async def _end_deactivated_turn(self, conversation_id: str) -> None:
         """A turn an admin's deactivation cut, found by the recovery after a reactivation:

@@ -521,6 +521,15 @@ class ConversationStore:
             if await self.db.transaction(_index_finished_batch) < INDEX_BATCH:
                 return
 
+    async def last_written_at(self, conversation_id: str) -> str | None:
+        """When the conversation's newest message was written (``created_at``'s text, as
+        the registry's ``deactivated_at`` spells a time), or None without one. Notes are
+        left out: recovery writes its own (an answer asked for again) before it asks."""
+        row = await self.db.read(lambda c: c.execute(
+            "SELECT max(created_at) FROM messages WHERE conversation_id = ? AND role != 'note'", (conversation_id,)
+        ).fetchone())
+        return row[0] if row else None
+
     async def conversations_to_resume(self) -> list[str]:
         """Every listed conversation that may have something to resume, newest first, in
         one read (recovery after each unlock): an open sub-agent frame, a queued message,

@@ -641,9 +641,15 @@ REGISTRY_MIGRATIONS = MigrationSet(
             # Check C5: a card pending at the deactivation is withdrawn, even when the
             # member is reactivated before answering it and even when their file was
             # locked then (it is judged as it is next read: ``kernel._await_approval``).
-            # A time only, as the owner files' ``approvals.created_at`` write it. NULL on
-            # an upgrade: deactivations before it withdrew nothing, as they did then.
-            statements=("ALTER TABLE users ADD COLUMN deactivated_at TEXT",),
+            # A time only, as the owner files' ``approvals.created_at`` write it. A member
+            # inactive at the upgrade was deactivated before it, when is not known: the
+            # upgrade's time stands for it, so their cards and cut turns of before are
+            # withdrawn at a reactivation as a deactivation on this version withdraws
+            # them (upgrade probe: they ran). NULL for the others.
+            statements=(
+                "ALTER TABLE users ADD COLUMN deactivated_at TEXT",
+                "UPDATE users SET deactivated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE active = 0",
+            ),
         ),
     ),
 )
