@@ -83,6 +83,9 @@ BLOCKED_DESTINATIONS = (
     "100.64.0.0/10", "0.0.0.0/8", "224.0.0.0/4", "240.0.0.0/4", SUBNET,
 )
 KILL_GRACE_SECONDS = 5.0
+#: How long a removal that found another one of the same container under way waits for
+#: it to finish before it fails as the other would.
+REMOVAL_WAIT_SECONDS = 30.0
 #: How long a checked container is trusted before the next command checks it again; a
 #: changed spec is checked at once, and a vanished or stopped one on the failed exec.
 TRUST_SECONDS = 30.0
@@ -276,10 +279,26 @@ class DockerBackend:
     def _remove(self, member_id: str) -> None:
         import docker.errors
 
+        name = container_name(member_id)
         try:
-            self._docker().containers.get(container_name(member_id)).remove(force=True)
+            self._docker().containers.get(name).remove(force=True)
         except docker.errors.NotFound:
             pass
+        except docker.errors.APIError as exc:
+            # Two paths removing it at once (a deactivation locks the member while their
+            # sandbox is being removed): the engine answers the second 409 "removal ...
+            # is already in progress". Done once that one is: an ERROR with a traceback
+            # said a failure where there was none (upgrade probe).
+            if exc.status_code != 409 or "already in progress" not in str(exc):
+                raise
+            deadline = time.monotonic() + REMOVAL_WAIT_SECONDS
+            while time.monotonic() < deadline:
+                try:
+                    self._docker().containers.get(name)
+                except docker.errors.NotFound:
+                    return
+                time.sleep(0.1)
+            raise
 
     async def existing(self, instance: str) -> list[str]:
         def listed() -> list[str]:

@@ -108,6 +108,17 @@ async def test_a_deleted_or_deactivated_members_container_is_removed(docker_box:
     await eventually_gone(docker_engine, docker_box.alice)
 
 
+async def test_two_removals_of_one_container_at_once_both_succeed(docker_box: Box, docker_engine, caplog):
+    """The engine refuses the second with 409 "removal ... is already in progress": the
+    upgrade probe saw it as an ERROR with a traceback on a deactivation, for a container
+    that was removed all the same. The second waits for the first instead."""
+    await docker_box.run(docker_box.alice, "true")
+    _, backend = await docker_box.core.sandbox.backend()
+    outcomes = await asyncio.gather(*(backend.remove(docker_box.alice) for _ in range(4)), return_exceptions=True)
+    assert [o for o in outcomes if isinstance(o, BaseException)] == []
+    await eventually_gone(docker_engine, docker_box.alice, within=1.0)
+
+
 async def test_reconcile_removes_only_this_instances_orphans(docker_box: Box, docker_engine):
     manager = docker_box.core.sandbox
     await docker_box.run(docker_box.alice, "true")
