@@ -99,7 +99,8 @@ def _cmd_setup(args: argparse.Namespace) -> int:
         if version > REGISTRY_MIGRATIONS.latest:
             # Said here as 'serve' would refuse it, not "its admin can sign in" (upgrade probe).
             print(f"Skald is set up in {where}, but by a newer Skald: its registry is at schema version {version}, and this"
-                  f" Skald knows versions up to {REGISTRY_MIGRATIONS.latest}. Upgrade Skald to open it (databases are never downgraded).")
+                  f" Skald knows versions up to {REGISTRY_MIGRATIONS.latest}. Upgrade Skald to open it, or restore the backup taken before the upgrade to go back"
+                  " (skald restore): databases are never downgraded.")
             return 1
         if empty:
             print(f"Skald is not set up in {where}: nobody has an account yet. Run 'skald setup --data-dir {where}' to create the first admin.")

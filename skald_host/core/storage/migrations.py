@@ -88,7 +88,8 @@ def apply_migrations(conn: Connection, migration_set: MigrationSet) -> tuple[int
         raise SchemaTooNew(
             f"the {migration_set.bucket} database is at schema version {current}, but this "
             f"Skald knows versions up to {latest}: it was written by a newer Skald. Upgrade "
-            "Skald to open it (databases are never downgraded)"
+            "Skald to open it, or restore the backup taken before the upgrade to go back (skald restore): databases "
+            "are never downgraded"
         )
     if current == latest:
         return current, current
