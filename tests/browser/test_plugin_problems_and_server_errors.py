@@ -116,15 +116,29 @@ async def test_a_running_plugins_card_says_it_has_recent_problems_without_turnin
     await expect(page).to_have_url(re.compile(r"#plugin-detail\?id=faulty$"))
     await expect(page.locator(".tool-failures li")).to_have_count(len(detail["failures"]))
     [folded] = [f for f in detail["failures"] if f.get("repeats")]  # member_unlocked: the admin's login and Bea's
-    await expect(page.locator(f".tool-failures [data-error-id='{folded['error_id']}'] summary")).to_contain_text(
-        re.compile(r"hook member_unlocked · \S+ · and (once more|\d+ more times), last at \S+")
-    )
+    summary = page.locator(f".tool-failures [data-error-id='{folded['error_id']}'] summary")
+    await expect(summary).to_contain_text(re.compile(r"hook member_unlocked · .+ · and (once more|\d+ more times), last at .+"))
+    # Its times in the reader's format and zone, as every other date of the shell (they
+    # were the server's UTC ISO strings as they came), the exact moment in `datetime`.
+    shown = "(iso) => import('/ui/lib/ui.js').then((ui) => ui.formatDate(iso))"
+    times = summary.locator("time")
+    await expect(times).to_have_count(2)
+    await expect(times.nth(0)).to_have_attribute("datetime", folded["at"])
+    await expect(times.nth(0)).to_have_text(await page.evaluate(shown, folded["at"]))
+    await expect(times.nth(1)).to_have_attribute("datetime", folded["last_at"])
+    await expect(times.nth(1)).to_have_text(await page.evaluate(shown, folded["last_at"]))
+    assert folded["last_at"] not in await summary.inner_text()
 
     assert (await admin.put("/api/me/locale", json={"locale": "de"})).status_code == 200
     await page.goto("/#plugins")
     await page.reload()
     await expect(page.locator("article.plugin-card[data-plugin='faulty'] .health")).to_have_text(f"Läuft · {count} Probleme")
     await expect(page.locator("article.plugin-card:not([data-plugin='faulty']) .state-problems")).to_have_count(0)
+    await page.goto("/#plugin-detail?id=faulty")
+    german = page.locator(f".tool-failures [data-error-id='{folded['error_id']}'] summary")
+    await expect(german).to_contain_text(", zuletzt ")
+    await expect(german.locator("time").nth(1)).to_have_text(await page.evaluate(shown, folded["last_at"]))
+    assert folded["last_at"] not in await german.inner_text()
 
 
 async def test_the_status_tells_a_key_no_language_has_from_one_only_english_lacks(skald, browser_pages):

@@ -215,7 +215,11 @@ export function confirmDialog({ title, message, confirmLabel, cancelLabel = t("c
     const finish = (value) => { dialog.close(); dialog.remove(); resolve(value); };
     const cancel = button(cancelLabel, { kind: "quiet", onClick: () => finish(false) });
     const confirm = button(confirmLabel, { kind: danger ? "danger" : "primary", onClick: () => finish(true) });
-    dialog.append(heading, el("p", { text: message }), el("div", { class: "actions" }, cancel, confirm));
+    // Described by its message, so a screen reader reads what confirming does as it opens,
+    // not only the title and the focused Cancel.
+    const said = el("p", { id: uid("dlg-text"), text: message });
+    dialog.setAttribute("aria-describedby", said.id);
+    dialog.append(heading, said, el("div", { class: "actions" }, cancel, confirm));
     dialog.addEventListener("cancel", (event) => { event.preventDefault(); finish(false); });
     document.body.append(dialog);
     dialog.showModal();

@@ -504,10 +504,18 @@ function composer(view) {
 
 // -- one conversation ----------------------------------------------------------------------------------
 
+/** The conversation's title in its h1, whole in its `title` too: a phone (or 200 % zoom)
+ * shows two lines of it, and a longer one was cut with nothing to read it by. */
+function showTitle(heading, title) {
+  heading.textContent = title;
+  heading.title = title;
+}
+
 // The header works on view.conversation, never on a copy: reload() replaces that object
 // (a reconnect), and a rename kept on the old one was lost to the delete dialog.
 function conversationHeader(view) {
-  const heading = el("h1", { class: "conv-heading", text: titleOf(view.conversation) });
+  const heading = el("h1", { class: "conv-heading" });
+  showTitle(heading, titleOf(view.conversation));
   const status = statusLine();
   const rename = button(t("chat.rename"), { kind: "quiet small", onClick: () => startRename() });
   const remove = button(t("chat.delete"), { kind: "quiet small danger-text", onClick: () => view.deleteConversation() });
@@ -538,24 +546,31 @@ function conversationHeader(view) {
     node.classList.toggle("actions-open", open);
     if (open) document.addEventListener("click", outside, true);
     else document.removeEventListener("click", outside, true);
+    // Folding hides the focused action: the focus goes to Actions, not to <body>.
+    if (!open && actions.contains(document.activeElement) && more.offsetParent !== null) more.focus();
   };
   // A tap anywhere else folds the actions, as a menu does (they stayed open over the
   // transcript). Not the fold's own button: its click toggles them itself. Nor during a
   // rename, whose form stands in the fold's row: its Save (Enter's click too) goes back
-  // to Rename, which must still be shown to take the focus.
+  // to Rename, which must still be shown to take the focus. Nor in a dialog (Delete's
+  // confirmation): a modal is no tap beside the fold, and closing it gives the focus back
+  // to Delete, which folding hid (the focus fell to <body>).
   const outside = (event) => {
     if (!node.isConnected) { document.removeEventListener("click", outside, true); return; }
-    if (!titleRow.isConnected) return;
+    if (!titleRow.isConnected || event.target.closest?.("dialog")) return;
     if (!more.contains(event.target) && !actions.contains(event.target)) showActions(false);
   };
-  actions.addEventListener("keydown", (event) => {
+  // Escape folds the actions from inside them and from Actions itself, as a menu's button does.
+  const foldOnEscape = (event) => {
     const folded = more.offsetParent !== null;  // shown: a phone, where the actions fold
     if (event.key === "Escape" && folded && !event.defaultPrevented && more.getAttribute("aria-expanded") === "true") {
       event.stopPropagation();
       showActions(false);
       more.focus();
     }
-  });
+  };
+  actions.addEventListener("keydown", foldOnEscape);
+  more.addEventListener("keydown", foldOnEscape);
   const titleRow = el("div", { class: "conv-title-row" }, heading, more, actions);
 
   function startRename() {
@@ -574,7 +589,7 @@ function conversationHeader(view) {
       if (!response.ok) { status.error(errorText(response)); return; }
       status.clear();
       view.conversation.title = response.data.title;
-      heading.textContent = titleOf(view.conversation);
+      showTitle(heading, titleOf(view.conversation));
       document.title = `${heading.textContent} · ${t("app.name")}`;
       finish();
       view.list.refresh();
@@ -591,7 +606,7 @@ function conversationHeader(view) {
     el("p", { class: "conv-back" }, back), titleRow, projectLine(view.conversation), picker, status.node);
   /** view.conversation changed elsewhere (another tab, another device): its title and model shown. */
   const update = () => {
-    heading.textContent = titleOf(view.conversation);
+    showTitle(heading, titleOf(view.conversation));
     document.title = `${heading.textContent} · ${t("app.name")}`;
     const select = picker?.querySelector("select");
     if (select && !select.disabled) showChoice(select, view.chatStatus?.models || [], view.conversation.model);
@@ -1226,7 +1241,7 @@ class ChatView {
     const listed = this.conversations.find((c) => c.id === this.conversationId);
     if (!listed || listed.title === this.conversation.title || this.header.renaming()) return;
     this.conversation.title = listed.title;
-    this.header.heading.textContent = titleOf(this.conversation);
+    showTitle(this.header.heading, titleOf(this.conversation));
     document.title = `${this.header.heading.textContent} · ${t("app.name")}`;
   }
 

@@ -121,13 +121,24 @@ function testFailure(data) {
 
 /** A failed test on the page: what was wrong as the headline, and the connection's own
  * words ("Cannot connect to host … ssl:default […]"), which were the headline, folded
- * away beneath it for whoever searches for them. */
-function showFailure(output, data) {
+ * away beneath it for whoever searches for them. The fold is outside the live region,
+ * right after it: inside, "Technical detail" was read out as part of the message. Its
+ * summary names the provider, as the Test button does, among several providers' folds. */
+function showFailure(output, data, provider) {
   output.className = "test-result error";
+  output.replaceChildren(el("span", { text: testFailure(data) }));
   const why = data.values && data.values.why;
-  output.replaceChildren(el("span", { text: testFailure(data) }), ...present(why ? el("details", { class: "test-detail" },
-    el("summary", { text: t("models.test_detail") }),
-    el("p", { class: "muted", text: t("models.test_detail_text", { why }) })) : null));
+  if (why) {
+    output.after(el("details", { class: "test-detail" },
+      el("summary", { text: t("models.test_detail", { name: provider.name }) }),
+      el("p", { class: "muted", text: t("models.test_detail_text", { why }) })));
+  }
+}
+
+/** The last failure's fold goes with the result it explained. */
+function clearDetail(output) {
+  const next = output.nextElementSibling;
+  if (next?.matches(".test-detail")) next.remove();
 }
 
 function testButton(provider, output, added, ctx, status) {
@@ -136,10 +147,11 @@ function testButton(provider, output, added, ctx, status) {
     onClick: () => busy(test, async () => {
       status.clear();  // a new action: the last one's "Saved." is not about this one
       output.className = "test-result";
+      clearDetail(output);
       output.replaceChildren(el("span", { class: "muted", text: t("models.testing") }));
       const response = await api("POST", `/api/admin/models/providers/${enc(provider.id)}/test`);
       if (!response.ok) { output.className = "test-result error"; output.textContent = errorText(response); return; }
-      if (!response.data.ok) { showFailure(output, response.data); return; }
+      if (!response.data.ok) { showFailure(output, response.data, provider); return; }
       const names = response.data.models || [];
       discovered.set(provider.id, names);
       document.dispatchEvent(new CustomEvent("skald:models-discovered", { detail: provider.id }));

@@ -6,7 +6,7 @@ import { api } from "../lib/api.js";
 import { configForm } from "../lib/config-form.js";
 import { el, link, scrollableRegion } from "../lib/dom.js";
 import { errorString, pluginString, t } from "../lib/i18n.js";
-import { confirmDialog, errorText, markField, notice, pageHeader, section } from "../lib/ui.js";
+import { confirmDialog, errorText, formatDate, markField, notice, pageHeader, section } from "../lib/ui.js";
 import { health, stateLabel } from "./plugin-catalog.js";
 
 const back = () => el("p", { class: "back" }, link("#plugins", t("plugin.back")));
@@ -60,10 +60,17 @@ function markTheOtherFields(holder, response) {
 
 /** Stored values this version refuses, and a button that removes them all (the
  * plugin's and its settings sets'): a renamed or dropped field has nothing in the form
- * to correct, and the note stayed until the admin saved an unchanged form. */
+ * to correct, and the note stayed until the admin saved an unchanged form.
+ *
+ * Removed, the notices give way to one "Stored values removed." that takes the focus:
+ * dropping the focused button left the focus on <body> and said nothing. A refusal is
+ * said beside the notice, which keeps its fields and its button for another try (it
+ * replaced the notice's words, a <p> in the <p>, and took the button with it). */
 function staleNotice(plugin, fields) {
   const note = notice("warning", t("plugin.stale_settings_note", { fields: fields.join(", ") }));
+  const problem = el("p", { class: "field-error", role: "alert", "data-testid": "stale-remove-error" });
   const remove = el("button", { class: "btn", type: "button", "data-testid": "stale-remove", text: t("plugin.stale_settings_remove") });
+  const holder = el("div", { class: "stale-settings" }, note, problem);
   remove.addEventListener("click", async () => {
     // They are what going back to the previous version would read: removed at once,
     // one stray click lost them with nothing said.
@@ -74,12 +81,14 @@ function staleNotice(plugin, fields) {
     });
     if (!ok) return;
     const response = await api("DELETE", `/api/admin/plugins/${encodeURIComponent(plugin.id)}/stale-settings`);
-    if (response.ok) document.querySelectorAll(".stale-settings").forEach((shown) => shown.remove());
-    else note.replaceChildren(notice("error", errorText(response)));
+    if (!response.ok) { problem.textContent = errorText(response); remove.focus(); return; }
+    const done = el("p", { class: "notice ok", role: "status", tabindex: "-1", "data-testid": "stale-removed", text: t("plugin.stale_settings_removed") });
+    document.querySelectorAll(".stale-settings").forEach((shown) => { if (shown !== holder) shown.remove(); });
+    holder.replaceWith(done);
+    done.focus();
   });
-  note.classList.add("stale-settings");
   note.append(" ", remove);
-  return note;
+  return holder;
 }
 
 /** `refresh`: redraws the plugin's state after a save, which may have restarted it
@@ -143,6 +152,18 @@ function settingsSetSections(plugin) {
 // so it is a named region a keyboard can reach and scroll.
 const traceback = (text) => scrollableRegion(el("pre", { class: "traceback", text }), t("plugin.traceback"));
 
+// A failure's time in the reader's language and zone (the server's UTC ISO string was
+// shown as it came, "2026-12-07T11:50:00Z", in English and German alike); the exact
+// moment stays in `datetime` for assistive technology and copying.
+const moment = (iso) => el("time", { datetime: iso, text: formatDate(iso) });
+
+/** The string `key` with its `{last}` as a <time> of `iso`, where the language puts it. */
+function withMoment(key, values, iso) {
+  const marker = "\u0000";
+  const [before, after = ""] = t(key, { ...values, last: marker }).split(marker);
+  return [before, moment(iso), after];
+}
+
 function problemsSection(plugin) {
   const failures = plugin.failures || plugin.tool_failures || [];
   if (!plugin.traceback && !failures.length) return null;
@@ -155,13 +176,13 @@ function problemsSection(plugin) {
     // Kept in memory: "the latest failures" read as all of them, and a restart empties it.
     parts.push(el("p", { class: "hint", "data-testid": "failures-since-start", text: t("plugin.failures_since_start") }));
     parts.push(el("ul", { class: "plain tool-failures" }, ...failures.slice().reverse().map((f) => el("li", { "data-error-id": f.error_id },
-      el("details", {}, el("summary", {}, el("code", { text: f.error_id }), ` ${f.where || f.tool} · ${f.at}`,
+      el("details", {}, el("summary", {}, el("code", { text: f.error_id }), ` ${f.where || f.tool} · `, moment(f.at),
         // A system agent failing the same way for several members, in one pass or in
         // several: one entry, its latest traceback (an agent failing every minute filled the list).
-        f.passes > 1 ? ` · ${t("plugin.failure_passes", { count: f.members, passes: f.passes, last: f.last_at })}`
-          : f.members > 1 ? ` · ${t("plugin.failure_members", { count: f.members, last: f.last_at })}`
+        ...(f.passes > 1 ? [" · ", ...withMoment("plugin.failure_passes", { count: f.members, passes: f.passes }, f.last_at)]
+          : f.members > 1 ? [" · ", ...withMoment("plugin.failure_members", { count: f.members }, f.last_at)]
           // A hook's repeats within a minute, folded into this entry (not listed again).
-          : f.repeats ? ` · ${t("plugin.failure_repeats", { count: f.repeats, last: f.last_at })}` : ""),
+          : f.repeats ? [" · ", ...withMoment("plugin.failure_repeats", { count: f.repeats }, f.last_at)] : [])),
         // The host's own words (a hook slow at start), in the reader's language; else the traceback.
         f.message ? el("p", { text: f.message }) : traceback(f.traceback))))));
   }
