@@ -8,7 +8,9 @@ from skald_host.testing import Reply, ToolCall
 from telegram_support import ALICE_CHAT, MODEL, PROBE, paired_member, running
 
 
-async def test_a_card_denied_on_the_web_says_so_in_telegram(setup):
+async def card_in_telegram(setup):
+    """Alice, paired, asks to note milk: the model's write_note waits for approval, as a
+    card in her Telegram chat. Her client and the card's message id."""
     await running(setup)
     alice = await paired_member(setup)
     setup.model.script(MODEL, [Reply(tool_calls=[ToolCall("write_note", {"text": "milk"})]), Reply("Not noted.")])
@@ -16,7 +18,11 @@ async def test_a_card_denied_on_the_web_says_so_in_telegram(setup):
     card = (await setup.api.wait_for(
         lambda: [c for c in setup.api.of("sendMessage", ALICE_CHAT) if c.params.get("reply_markup")], what="the approval card"
     ))[0]
-    message_id = await setup.api.wait_for(lambda: card.result and card.result["message_id"])
+    return alice, await setup.api.wait_for(lambda: card.result and card.result["message_id"])
+
+
+async def test_a_card_denied_on_the_web_says_so_in_telegram(setup):
+    alice, message_id = await card_in_telegram(setup)
 
     pending = (await alice.get("/api/approvals")).json()["approvals"]
     assert len(pending) == 1, pending
@@ -40,14 +46,7 @@ async def test_a_card_the_host_withdrew_says_withdrawn_not_denied_in_telegram(se
     """A card whose tool the member may no longer use (here its plugin was disabled; a
     deactivation's cards end the same way) is denied by the host, with the reason
     ``withdrawn``: nobody denied it on another device, and the card says what happened."""
-    await running(setup)
-    alice = await paired_member(setup)
-    setup.model.script(MODEL, [Reply(tool_calls=[ToolCall("write_note", {"text": "milk"})]), Reply("Not noted.")])
-    setup.api.send(ALICE_CHAT, "Remember milk.")
-    card = (await setup.api.wait_for(
-        lambda: [c for c in setup.api.of("sendMessage", ALICE_CHAT) if c.params.get("reply_markup")], what="the approval card"
-    ))[0]
-    message_id = await setup.api.wait_for(lambda: card.result and card.result["message_id"])
+    alice, message_id = await card_in_telegram(setup)
     [pending] = (await alice.get("/api/approvals")).json()["approvals"]
     assert (await setup.admin.put(f"/api/admin/plugins/{PROBE}/enabled", json={"enabled": False})).status_code == 200
     answered = await alice.post(f"/api/approvals/{pending['id']}", json={"decision": "approve"})
