@@ -537,7 +537,7 @@ function conversationHeader(view) {
   // desktop, where they stay beside the title): on their own row, with the back link and
   // the picker, the header took 190 of a 844 px screen from the transcript.
   const more = button(t("chat.conversation_actions"), {
-    kind: "quiet small conv-more",
+    kind: "quiet small conv-actions-toggle",
     attrs: { "aria-expanded": "false", "aria-controls": actions.id },
     onClick: () => showActions(more.getAttribute("aria-expanded") !== "true"),
   });
