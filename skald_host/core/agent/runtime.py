@@ -46,7 +46,7 @@ from skald_host.core.files.sniff import IMAGE_TYPES
 from skald_host.core import audit, schedules
 from skald_host.core.identity.access import allowed, may_start_agent
 from skald_host.core.memory.notes import SHARED_ROOT, SHARED_WRITE, classify_memory
-from skald_host.core.identity.users import Member, MemberNotFound
+from skald_host.core.identity.users import Member, MemberNotFound, registry_time
 from skald_host.core.llm.catalog import ModelCatalog, ModelChoice
 from skald_host.core.llm.client import ModelClients, ModelError, ModelTurn
 from skald_host.core.storage import DiskFailure, StorageError
@@ -133,13 +133,6 @@ class ChatForbidden(ChatError):
         super().__init__(message, code=code, status=403, values=values)
 
 
-def _registry_now(seconds_ago: float = 0.0) -> str:
-    """Now (or ``seconds_ago`` before) as the registry's ``created_at`` defaults write it
-    (UTC, milliseconds)."""
-    moment = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=seconds_ago)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
-
 class RequestLog:
     """Request metadata for the registry, written in batches: each round adds a row,
     and one commit (one sync of system.db) for the rows of ``GATHER_SECONDS`` beats one
@@ -188,7 +181,7 @@ class RequestLog:
 
     async def add(self, row: tuple[Any, ...], at: str) -> None:
         """Returns once the row is committed; raises what the commit raised. ``at``: the
-        row's ``created_at``, as ``_registry_now`` writes it."""
+        row's ``created_at``, as ``registry_time`` writes it."""
         written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.append(((*row, at), written))
         if self._writer is None or self._writer.done():
@@ -866,7 +859,7 @@ class MemberRuntime:
             for model, model_id, sent_at in await self.store.cut_requests(conversation_id):
                 request_id = f"{random.getrandbits(128):032x}"
                 row = (request_id, self.member_id, model, "interrupted", None, None, None, None, None, model_id)
-                self.store.outbox.add(request_id, json.dumps({"row": row, "at": sent_at or _registry_now()}))
+                self.store.outbox.add(request_id, json.dumps({"row": row, "at": sent_at or registry_time()}))
         await self.store.delete(conversation_id)
 
     def conversation_changed(self, conversation: Mapping[str, Any]) -> None:
@@ -1591,7 +1584,7 @@ class MemberRuntime:
             turn.tokens_in if turn else None, turn.tokens_out if turn else None, latency,
             turn.first_token_ms if turn else None, model_id,
         )
-        at = sent_at or _registry_now(seconds_ago=max(elapsed, 0.0))
+        at = sent_at or registry_time(seconds_ago=max(elapsed, 0.0))
         self.store.outbox.add(request_id, json.dumps({"row": row, "at": at}))
 
         async def write() -> None:
@@ -1778,7 +1771,7 @@ class MemberRuntime:
             # counts it); its own row replaces that one when it ends.
             request_id = f"{random.getrandbits(128):032x}"
             await self.store.ahead(request_id, json.dumps({
-                "row": (request_id, self.member_id, choice.model, "interrupted", None, None, None, None, None, choice.id), "at": _registry_now(),
+                "row": (request_id, self.member_id, choice.model, "interrupted", None, None, None, None, None, choice.id), "at": registry_time(),
             }))
             started = time.perf_counter()
             try:

@@ -322,10 +322,12 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _now_milliseconds() -> str:
-    """Now as SQLite's ``strftime('%Y-%m-%dT%H:%M:%fZ','now')`` writes it (the owner
-    files' ``created_at``): compared with those as text, so in the same spelling."""
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+def registry_time(seconds_ago: float = 0.0) -> str:
+    """Now (or ``seconds_ago`` before) as SQLite's ``strftime('%Y-%m-%dT%H:%M:%fZ','now')``
+    writes it (UTC, milliseconds: the files' ``created_at`` defaults): compared with those
+    as text, so in the same spelling."""
+    moment = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=seconds_ago)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 class UserManager:
@@ -1283,7 +1285,7 @@ class UserManager:
             if active is not None:
                 changes["active"] = int(bool(active))
                 if row["active"] and not active:
-                    changes["deactivated_at"] = _now_milliseconds()
+                    changes["deactivated_at"] = registry_time()
             if changes:
                 changes["updated_at"] = _now()
                 cols = ", ".join(f"{k} = ?" for k in changes)
