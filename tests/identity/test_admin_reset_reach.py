@@ -345,6 +345,24 @@ async def test_a_reset_refuses_before_changing_anything_when_the_home_is_on_anot
     assert _quarantine(host, bob_id, "db") == [] and _quarantine(host, bob_id, "home") == []
 
 
+async def test_a_reset_refuses_with_a_reason_when_the_quarantine_folder_cannot_be_made(skald):
+    """A plain file where the quarantine folder goes (an operator's mistake) once made the
+    reset a 500; it is a refusal that names the folder, and nothing changes."""
+    host, admin, [bob] = await _started(skald, "bob")
+    bob_id = bob.member["id"]
+    upload = await _upload(bob, "diary.txt", b"dear diary")
+    quarantine = host.settings.data_dir / "database" / "quarantine"
+    if quarantine.is_dir():
+        quarantine.rmdir()
+    quarantine.write_text("not a folder")
+    response = await _reset(admin, bob_id)
+    assert response.status_code == 400
+    assert response.json()["code"] == "quarantine_unavailable"
+    assert "database/quarantine" in response.json()["error"]
+    bob = await _signed_in(host, "bob", "member password for tests")
+    assert (await bob.get(f"/api/file?path={quote(upload)}")).content == b"dear diary"
+
+
 async def test_a_reset_the_full_disk_refuses_while_preparing_leaves_the_member_signed_in(skald, monkeypatch):
     """The new file cannot be made (the disk is full): the reset answers 507 and costs
     the member nothing — the session they had still reaches their files, and their

@@ -715,7 +715,14 @@ class UserManager:
         if member.encrypted:
             # Refused whole, before anything changes, when what goes with the data
             # could not follow it into the quarantine.
-            quarantine_dir = await asyncio.to_thread(secure_dir, self.quarantine_dir())
+            try:
+                quarantine_dir = await asyncio.to_thread(secure_dir, self.quarantine_dir())
+            except OSError as exc:  # a plain file where the folder goes, a read-only disk
+                raise MemberError(
+                    f"the quarantine folder database/{QUARANTINE_DIR} cannot be made or used ({exc.strerror or type(exc).__name__}):"
+                    " nothing was changed; the operator must fix it first",
+                    code="quarantine_unavailable",
+                ) from None
             for participant in self.reset_participants:
                 await participant.check_set_aside(member_id, quarantine_dir)
             # The new file is made beside the old one, which stays in place (and opens
