@@ -179,6 +179,7 @@ class Skald:
         # disabled, as what it adds to other domains counts only while it is enabled.
         self._bundles: list[Contribution] = []
         self.sqlcipher_version = ""
+        self._announced_start = False  # "skald core started" was logged: a stop says "stopped"
         self._started: dict[str, _Started] = {}
         self._lifecycle: dict[str, asyncio.Lock] = {}  # per plugin: a restart's stop and start together
         self.web_pages: list[Contribution] = []
@@ -406,6 +407,7 @@ class Skald:
         self._system_agents = SystemAgentScheduler(self, AgentRegistry(self, paired))
         self.supervisor.spawn("session-expiry", self._expire_sessions())
         log.info("skald core started (SQLCipher %s, %d plugin(s))", self.sqlcipher_version, len(self.plugins.statuses()))
+        self._announced_start = True
         try:
             full = os.statvfs(settings.data_dir).f_bavail == 0
         except OSError:
@@ -783,7 +785,9 @@ class Skald:
         self.buses.close()
         if self._registry is not None:
             await self._registry.close()
-        log.info("skald core stopped")
+        if self._announced_start:  # a start refused (a newer data dir) said why, not "stopped" before it
+            log.info("skald core stopped")
+            self._announced_start = False
 
 
 def _one(kind: type) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -104,6 +105,28 @@ def test_setup_check_on_a_data_dir_a_newer_skald_wrote_says_so_not_that_the_admi
     assert result.returncode == 1
     assert f"but by a newer Skald: its registry is at schema version {newer}, and this Skald knows versions up to {REGISTRY_MIGRATIONS.latest}" in result.stdout
     assert "can sign in" not in result.stdout
+
+
+def test_serve_on_a_data_dir_a_newer_skald_wrote_refuses_without_saying_the_core_stopped(tmp_path):
+    """The refusal is the last word: "skald core stopped" before it read as if the
+    server had run and stopped (operator probe)."""
+    import sqlite3
+
+    from skald_host.core.schema.registry import REGISTRY_MIGRATIONS
+
+    data = str(tmp_path / "data")
+    created = skald("setup", "--data-dir", data, "--username", "admin", "--password-stdin", cwd=tmp_path, stdin="a long enough admin password\n")
+    assert created.returncode == 0, created.stderr
+    with sqlite3.connect(tmp_path / "data" / "database" / "system.db") as conn:
+        conn.execute(f"PRAGMA user_version = {REGISTRY_MIGRATIONS.latest + 1}")
+    with socket.socket() as probe:  # a free port, should the refusal come after binding
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    result = skald("serve", "--data-dir", data, "--port", str(port), cwd=tmp_path)
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert "written by a newer Skald" in output
+    assert "skald core stopped" not in output and "skald core started" not in output
 
 
 def test_setup_check_names_a_data_dir_that_exists_but_holds_nobody(tmp_path):
