@@ -138,9 +138,9 @@ class WebPage:
 @dataclass(frozen=True)
 class I18nBundle:
     """UI strings of one domain: ``{locale: {key: text}}``. The domain is the registering
-    plugin's id, or ``"core"`` to add to the host's strings (a language): another
-    plugin's domain fails the plugin, and a ``core`` string the host already has is
-    never replaced (dropped, and logged).
+    plugin's id, or ``"core"`` to add to the host's strings (a language). Another
+    plugin's domain (since 1.17) may gain only a language it lacks; a string the host or
+    that plugin already has is never replaced (dropped, and logged).
 
     Keep the texts in per-locale JSON files that translators edit with ordinary tools,
     and build the bundle with :meth:`from_folder`; adding a language is adding a file."""
