@@ -749,7 +749,7 @@ class ChatView {
     this.transcript = new Transcript({
       decide: (id, decision) => this.decide(id, decision),
       answer: (id, action, content) => this.answer(id, action, content),
-      retry: (trigger) => this.retry(trigger),
+      retry: (trigger) => this.answerAgain(trigger, "retry"),
       regenerate: (trigger) => this.regenerate(trigger),
       showVersion: (variant) => this.showVersion(variant),
       edit: (messageId, text) => this.edit(messageId, text),
@@ -983,39 +983,28 @@ class ChatView {
     this.ownChanges = Math.max(0, this.ownChanges - 1);
   }
 
-  async retry(trigger) {
+  /** Retry (a failed turn) or regenerate (a finished one): the answer shown goes
+   * before the new one's first token can show (it may come before the reply). */
+  async answerAgain(trigger, action) {
     trigger.disabled = true;
     this.ownChanges += 1;
     const last = this.transcript.lastUserId();
-    if (last != null) this.transcript.truncate(last, { after: true }); // the failure goes before the new answer shows
-    const response = await api("POST", `/api/conversations/${encodeURIComponent(this.conversationId)}/retry`);
+    if (last != null) this.transcript.truncate(last, { after: true });
+    const response = await api("POST", `/api/conversations/${encodeURIComponent(this.conversationId)}/${action}`);
     if (!response.ok) {
       this.refused();
       this.composer.status.error(errorText(response));
       await this.reload();
       this.composer.text.focus({ preventScroll: true });  // its button went with the reload
-      return;
+      return false;
     }
     this.composer.text.focus({ preventScroll: true });
     await this.reload();
+    return true;
   }
 
   async regenerate(trigger) {
-    trigger.disabled = true;
-    this.ownChanges += 1;
-    const last = this.transcript.lastUserId();
-    // Off the screen before the new answer's first token can show (it may come before the reply).
-    if (last != null) this.transcript.truncate(last, { after: true });
-    const response = await api("POST", `/api/conversations/${encodeURIComponent(this.conversationId)}/regenerate`);
-    if (!response.ok) {
-      this.refused();
-      this.composer.status.error(errorText(response));
-      await this.reload();
-      this.composer.text.focus({ preventScroll: true });  // its button went with the reload
-      return;
-    }
-    this.composer.text.focus({ preventScroll: true });
-    await this.reload();
+    if (!(await this.answerAgain(trigger, "regenerate"))) return;
     // When the new answer is done, the versions are read again (now, if it is done already).
     if (this.running) this.needsReload = true; else await this.reload();
   }
