@@ -107,6 +107,10 @@ async def test_names_are_sanitised_and_never_collide(files):
     cid = await new_conversation(files.alice)
     names = [(await upload(files.alice, cid, "report.txt", b"x")).json()["name"] for _ in range(3)]
     assert names == ["report.txt", "report (2).txt", "report (3).txt"]
+    # The number goes before an extension, and at the end of a name with none ("v1.2" is no extension's dot).
+    other = await new_conversation(files.alice)
+    odd = [(await upload(files.alice, other, "notes v1..=2Fdraft", b"x")).json()["name"] for _ in range(2)]
+    assert odd == ["notes v1..=2Fdraft", "notes v1..=2Fdraft (2)"]
     hostile = {
         "../../etc/passwd": "passwd",
         "/etc/shadow": "shadow",

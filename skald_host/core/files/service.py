@@ -753,11 +753,15 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+#: What counts as a file name's extension, kept after the " (2)" of a second upload.
+_EXTENSION = re.compile(r"[A-Za-z0-9]{1,10}")
+
+
 def _link_unique(dir_fd: int, temp: str, name: str) -> str:
     """Link the finished temp file under ``name``, ``name (2)``, ... — whichever is free
     first. ``link`` never replaces an existing file, so two uploads cannot collide."""
     stem, dot, ext = name.rpartition(".")
-    if not dot or not stem:
+    if not dot or not stem or not _EXTENSION.fullmatch(ext):  # "a..=2Fb" has none: "a..=2Fb (2)"
         stem, ext = name, ""
     for n in range(1, 10_000):
         candidate = name if n == 1 else (f"{stem} ({n}).{ext}" if ext else f"{stem} ({n})")
