@@ -100,10 +100,12 @@ def loads(raw: str | bytes) -> Any:
         return None
     try:
         # A lone surrogate ("\ud800") parses but is no text (RFC 7493 §2.1): a 400 here, not a 500 in SQLite/Argon2.
-        data = read_json(raw)
+        data = read_json(raw, unique_keys=True)
     except JsonRefused as refused:
         if refused.problem == "too_deep":
             raise BodyError(f"request body is nested deeper than {MAX_DEPTH} levels") from None
+        if refused.problem == "duplicate_key":
+            raise BodyError(f"request body names '{refused.key}' twice: send each key once", field=refused.key) from None
         raise BodyError("request body is not valid JSON") from None
     bad = non_finite_paths(data)
     if bad:
@@ -234,7 +236,7 @@ async def read_body() -> None:
     if action is not None and principal is not None and not allowed(principal.member, action):
         return  # refused by the view's own gate (403) before anything of its body is judged
     try:
-        data = loads(await request.get_data(as_text=False))
+        data = loads(await _json_body())
     except BodyError as exc:
         raise exc.api_error() from None
     g._skald_body = data
@@ -358,11 +360,25 @@ def check(data: Any, schema: dict[str, Any]) -> None:
         raise ApiError(400, message, field=field_name, code=code, values=values or None)
 
 
+async def _json_body() -> bytes:
+    """The request's body, refused (415) unless it says it is JSON: a form or a
+    ``text/plain`` body is what a page of another site can send without asking first,
+    so a JSON route takes none of them, whatever its other defences (check A4)."""
+    raw = await request.get_data(as_text=False)
+    mimetype = request.mimetype
+    if raw.strip() and mimetype != "application/json" and not mimetype.endswith("+json"):
+        raise ApiError(
+            415, f"request body must be sent as JSON (Content-Type: application/json), not {mimetype or 'without a type'}",
+            code="body_not_json",
+        )
+    return raw
+
+
 async def json_object() -> dict[str, Any]:
     data = g.get("_skald_body", _UNREAD)
     if data is _UNREAD:
         try:
-            data = loads(await request.get_data(as_text=False))
+            data = loads(await _json_body())
         except BodyError as exc:
             raise exc.api_error() from None
     if not isinstance(data, dict):

@@ -347,16 +347,41 @@ async def test_generated_query_strings_get_an_answer_or_a_400_never_a_500(fuzz, 
     assert (await admin.get("/health")).json() == {"status": "ok"}
 
 
+JSON_TYPE = {"Content-Type": "application/json"}
+
+
 async def test_deep_nesting_and_invalid_utf8_get_a_400_that_says_so_on_every_json_route(fuzz):
     host, admin, ids = fuzz
     for (rule, method) in JSON_ROUTES:
         path = fill(rule, **ids)
-        deep = await admin.request(method, path, content=b"[" * DEEP + b"]" * DEEP)
+        deep = await admin.request(method, path, content=b"[" * DEEP + b"]" * DEEP, headers=JSON_TYPE)
         assert deep.status_code == 400 and "nested deeper" in deep.json()["error"], (path, deep.text)
-        binary = await admin.request(method, path, content=b'{"a": "\xff"}')
+        binary = await admin.request(method, path, content=b'{"a": "\xff"}', headers=JSON_TYPE)
         assert binary.status_code == 400 and "UTF-8" in binary.json()["error"], (path, binary.text)
-        surrogate = await admin.request(method, path, content=b'{"username": "\\udc80", "a": "\\ud800"}')
+        surrogate = await admin.request(method, path, content=b'{"username": "\\udc80", "a": "\\ud800"}', headers=JSON_TYPE)
         assert surrogate.status_code == 400 and "not valid JSON" in surrogate.json()["error"], (path, surrogate.text)
+
+
+async def test_a_body_not_sent_as_json_gets_415_and_a_key_named_twice_a_400_on_every_json_route(fuzz):
+    """A form or text/plain body is what another site's page can send without asking
+    first (check A4): refused whatever the CSRF defence says. A key given twice would
+    mean whichever the reader kept."""
+    host, admin, ids = fuzz
+    for (rule, method) in JSON_ROUTES:
+        path = fill(rule, **ids)
+        for content_type in ("text/plain", "application/x-www-form-urlencoded", None):
+            headers = {"Content-Type": content_type} if content_type else {}
+            refused = await admin.request(method, path, content=b'{"title": "x"}', headers=headers)
+            assert refused.status_code == 415, (path, content_type, refused.status_code, refused.text)
+            assert refused.json()["code"] == "body_not_json", (path, refused.text)
+        twice = await admin.request(method, path, content=b'{"title": "a", "title": "b"}', headers=JSON_TYPE)
+        assert twice.status_code in (400, 403, 404), (path, twice.status_code, twice.text)
+        if twice.status_code == 400:
+            assert "'title' twice" in twice.json()["error"], (path, twice.text)
+    typed = await admin.post("/api/conversations", content=b'{"title": "typed"}', headers={"Content-Type": "application/json; charset=utf-8"})
+    assert typed.status_code == 201, typed.text
+    twice = await admin.post("/api/conversations", content=b'{"title": "a", "title": "b"}', headers=JSON_TYPE)
+    assert (twice.status_code, twice.json()["code"], twice.json()["field"]) == (400, "field_invalid", "title")
 
 
 async def _raw_request(host, head: bytes, body: bytes = b"") -> bytes:
