@@ -96,6 +96,7 @@ async def test_a_question_is_asked_answered_checked_and_kept_nowhere(asking, cap
                                  ({"action": "accept", "content": {"city": "x", "nights": "two"}}, "Nights must be of type integer", "question_integer"),
                                  ({"action": "accept", "content": {"city": "x", "nights": 2.5}}, "Nights must be of type integer", "question_integer"),
                                  ({"action": "accept", "content": {"city": "x", "room": "suite"}}, "must be one of single, double", "question_choice"),
+                                 ({"action": "accept", "content": {"city": 123}}, "City must be text", "question_text"),  # not "at most 4096 characters"
                                  ({"action": "accept", "content": {"city": "x", "pool": True}}, "not asked for: pool", "question_unknown")):
             response = await alice.post(f"/api/questions/{qid}", json=bad)
             assert response.status_code == 400 and words in response.text, (bad, response.text)

@@ -109,8 +109,10 @@ def _coerce(spec: Mapping[str, Any], value: Any) -> Any:
             if kind == "integer":
                 raise QuestionError(wrong, code="question_integer", values=named) from None
             raise QuestionError(wrong, code="question_number", values=named) from None
-    if not isinstance(value, str) or len(value) > MAX_TEXT_ANSWER:
-        raise QuestionError(f"{spec['title']} must be text of at most {MAX_TEXT_ANSWER} characters",
+    if not isinstance(value, str):
+        raise QuestionError(f"{spec['title']} must be text", code="question_text", values=named)
+    if len(value) > MAX_TEXT_ANSWER:
+        raise QuestionError(f"{spec['title']} may be at most {MAX_TEXT_ANSWER} characters long",
                             code="question_too_long", values={"field": spec["title"], "limit": MAX_TEXT_ANSWER})
     if spec.get("enum") and value not in spec["enum"]:
         raise QuestionError(f"{spec['title']} must be one of {', '.join(spec['enum'])}",
