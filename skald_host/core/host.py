@@ -338,12 +338,15 @@ class Skald:
             settings.auth.login_window_minutes * 60,
         )
         self._auth = AuthService(self._users, sessions, throttle, self.buses, DeviceTokens(self._users.registry, self.sealer))
+        self._folders = FolderService(self._registry, self._users, self.buses, settings.data_dir)
+        # A deleted member's own projects go under the deletion's mark: registered before
+        # the reconcile that finishes a deletion a stop cut short.
+        self._users.deletion_participants.append(self._folders)
         await self._users.reconcile()
         self._files = FileService(self)
         await self._files.start()
         self._users.after_delete.append(self._files.remove_home)
-        self._folders = FolderService(self._registry, self._users, self.buses, settings.data_dir)
-        await self._folders.reconcile()  # a deleted member's projects a stop left behind
+        await self._folders.reconcile()  # a projects folder without a member or a mark
         # What a data-losing password reset takes out of the account's reach, in this order.
         self._users.reset_participants.extend([self._files, self._folders, self.catalog])
         self.supervisor.spawn("folders-member-deletions", self._folders.follow_member_deletions(self.stopping))

@@ -9,6 +9,7 @@ import logging
 
 from skald_host.core.host import Skald, build_plugin_manager
 from skald_host.testing.host import MEMBER_PASSWORD
+from tests.folders.support import join_project
 
 from .helpers import (
     ADMIN_PASSWORD,
@@ -110,15 +111,25 @@ async def test_crash_after_registry_delete_leaves_no_home_or_projects_of_the_del
     home = data_dir / "homes" / dave_id
     assert any(p.is_file() for p in home.rglob("*"))
     projects = data_dir / "projects" / dave_id
-    (projects / "mine").mkdir(parents=True)
-    (projects / "mine" / "notes.txt").write_text("private")
+    # His own project (nobody else in it): erased, not kept in the trash every backup
+    # copies; one the admin is in too goes to the trash, as a deleted owner's always did.
+    mine = (await dave.post("/api/projects", json={"slug": "mine"})).json()["id"]
+    response = await dave.post(f"/api/projects/{mine}/files/upload/notes.txt", content=b"private")
+    assert response.status_code == 201, response.text
+    await join_project(dave, admin, (await dave.post("/api/projects", json={"slug": "ours"})).json()["id"])
+    (projects / "ours" / "plan.txt").write_text("shared")
     await crash_during(armed, admin.delete(f"/api/admin/members/{dave_id}"))
     assert "dave" not in registry_ids(data_dir) and home.exists()
+    assert (projects / "mine" / "notes.txt").exists(), "the crash came before the projects went"
 
     server = await servers.start()
     assert not home.exists() and not projects.exists()
     assert f"home folder of {dave_id} has no member" in server.output
-    assert f"projects of {dave_id}, who has no member" in server.output
+    assert f"member {dave_id}: a deletion cut short by a stop" in server.output
+    [trashed] = (data_dir / "trash").iterdir()
+    assert sorted(p.name for p in trashed.iterdir()) == ["ours"]
+    assert (trashed / "ours" / "plan.txt").read_text() == "shared"
+    assert not [p for p in data_dir.rglob("*") if p.is_file() and not p.is_symlink() and b"private" == p.read_bytes()]
     assert any(p.is_file() for p in (data_dir / "homes" / admin.member["id"]).rglob("*"))  # a member's own stays
     assert await server.terminate() == 0
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from tests.folders.support import join_project
 from tests.identity.test_admin_reset_reach import _reset, _signed_in, _upload
 
 SECRET = b"dear diary, nobody may read this after I am gone"
@@ -73,3 +74,41 @@ async def test_a_refused_deletion_leaves_no_mark_and_the_quarantine_as_it_was(sk
     assert not (quarantine / f"{admin_id}.deleting").exists()  # the mark (quarantine.deletion_mark)
     await host.core.users.reconcile()  # what the next start runs
     assert kept.read_bytes() == b"still the admin's"
+
+
+async def test_a_deleted_members_own_project_is_erased_and_a_shared_one_trashed(skald):
+    """A project only the member was in is their own files: it used to go to
+    ``trash/``, in clear, for ever, and every later backup copied it. A project others
+    belong to holds their work too: it still goes to the trash (README, projects)."""
+    host = await skald.start()
+    admin = await host.admin()
+    bob, ann = await host.member("bob"), await host.member("ann")
+    bob_id = bob.member["id"]
+    mine = (await bob.post("/api/projects", json={"slug": "proj-bob"})).json()["id"]
+    response = await bob.post(f"/api/projects/{mine}/files/upload/secret.txt", content=SECRET)
+    assert response.status_code == 201, response.text
+    shared = (await bob.post("/api/projects", json={"slug": "garden"})).json()["id"]
+    await join_project(bob, ann, shared)
+    response = await bob.post(f"/api/projects/{shared}/files/upload/plan.txt", content=b"beds")
+    assert response.status_code == 201, response.text
+    data_dir = host.settings.data_dir
+    folder = data_dir / "projects" / bob_id / "proj-bob"
+    (folder / "sub").mkdir()
+    (folder / "sub" / "ro.txt").write_bytes(SECRET)
+    os.chmod(folder / "sub" / "ro.txt", 0o400)
+    os.chmod(folder / "sub", 0o500)  # a read-only folder a sandbox left
+    outside = data_dir.parent / "outside-keep.txt"
+    outside.write_text("not bob's")
+    os.symlink(outside, folder / "link")  # a link out: removed as a link, never followed
+
+    response = await admin.delete(f"/api/admin/members/{bob_id}")
+    assert response.status_code == 200, response.text
+
+    assert _traces(data_dir, bob_id) == []
+    assert outside.read_text() == "not bob's"
+    [trashed] = (data_dir / "trash").iterdir()
+    assert sorted(p.name for p in trashed.iterdir()) == ["garden"]
+    assert (trashed / "garden" / "plan.txt").read_bytes() == b"beds"
+    info = await host.core.backups.take()
+    assert _traces(info.path, bob_id) == []
+    assert list(info.path.rglob("plan.txt"))  # the shared project's trash is backed up as before

@@ -8,7 +8,9 @@ The file namespace does not need the event: it asks ``memberships`` on every cal
 
 Deleting a folder or project moves its content into ``<data_dir>/trash/`` (named by
 time, kind, slug and id) instead of removing it: it may be someone's only copy, and
-the operator decides when it is really gone.
+the operator decides when it is really gone. Deleting a member is the exception for
+what was theirs alone: the projects nobody else belonged to are erased with their home
+and database (``finish_deletion``), never kept in the trash where every backup copies them.
 
 An admin password reset that loses a member's data ends all of that account's
 memberships and the invitations it was sent (``withdraw``); a project it owned with
@@ -40,6 +42,7 @@ from skald_host.core.identity.users import MemberError, UserManager, normalize_u
 from skald_host.core.refusal import Refusal
 from skald_host.core.storage import Database
 from skald_host.core.storage.permissions import fsync_dir
+from skald_host.core.storage.quarantine import erase_tree
 
 log = logging.getLogger(__name__)
 
@@ -287,6 +290,12 @@ class FolderService:
         no folder on disk."""
         if not path.exists():
             return None
+        target = self._trash_target(kind, slug, folder_id)
+        os.rename(path, target)
+        return target
+
+    def _trash_target(self, kind: str, slug: str, folder_id: str) -> Path:
+        """A free name in the trash, by time, kind, slug and id."""
         trash = self.data_dir / TRASH_DIR
         trash.mkdir(mode=0o700, parents=True, exist_ok=True)
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -295,7 +304,6 @@ class FolderService:
         while os.path.lexists(target):
             counter += 1
             target = trash / f"{stamp}-{kind}-{slug}-{folder_id[:8]}.{counter}"
-        os.rename(path, target)
         return target
 
     @staticmethod
@@ -749,21 +757,69 @@ class FolderService:
         return await self.get_project(project_id, caller_id)
 
     # -- a member deleted ------------------------------------------------------------
+    # A deleted member's projects go with their registry row (the keys cascade), for
+    # everyone in them. On disk (``finish_deletion``, a ``DeletionParticipant`` of the
+    # member's deletion, under its mark): a project others belonged to holds their work
+    # too and moves to the trash, as a deleted project does; a project that was only the
+    # member's is their own files, erased with their home (SECURITY.md).
+
+    deletion_name = "projects"
+
+    def note_deletion(self, conn: Any, member_id: str) -> list[str]:
+        """The slugs of the member's projects someone else belongs to, read in the
+        transaction that deletes them: after it nobody can tell."""
+        return [row[0] for row in conn.execute(
+            "SELECT slug FROM projects p WHERE owner_id = ? AND EXISTS "
+            "(SELECT 1 FROM project_members m WHERE m.project_id = p.id AND m.member_id != ?) ORDER BY slug",
+            (member_id, member_id),
+        )]
+
+    def finish_deletion(self, member_id: str, shared: Any) -> None:
+        """``projects/<member id>``: the shared projects (``shared``, the note) to the
+        trash, together, where the deletion of an owner always put them; the rest
+        erased. Without a note (a mark from before notes) all of it goes to the trash, as
+        it did then. Idempotent: what moved is not there to move again."""
+        if not re.fullmatch(r"[0-9a-f]{32}", member_id):  # names a folder: never a path
+            raise ValueError(f"not a member id: {member_id!r}")
+        owned = self.data_dir / "projects" / member_id
+        if owned.is_symlink() or (os.path.lexists(owned) and not owned.is_dir()):
+            owned.unlink()  # not a folder the host made: gone as it is, never followed
+            return
+        if not owned.is_dir():
+            return
+        if not isinstance(shared, list):
+            moved = self._to_trash(owned, "owner", "projects", member_id)
+            log.warning("projects of deleted member %s (which of them were shared is unknown) moved to %s", member_id, moved)
+            return
+        keep = [slug for slug in shared if isinstance(slug, str) and SLUG.fullmatch(slug)
+                and (owned / slug).is_dir() and not (owned / slug).is_symlink()]
+        if keep:
+            target = self._trash_target("owner", "projects", member_id)
+            target.mkdir(mode=0o700)
+            for slug in keep:
+                os.rename(owned / slug, target / slug)
+            fsync_dir(target)
+            log.info("shared projects of deleted member %s moved to %s", member_id, target)
+        erase_tree(owned)
+        fsync_dir(owned.parent)
+        log.info("projects of deleted member %s that were theirs alone erased", member_id)
 
     async def follow_member_deletions(self, stopping: asyncio.Event) -> None:
-        """A deleted member's projects go with their registry row (the keys cascade);
-        their folders move to the trash here. Who else was in them is gone with the
-        rows, so every remaining member is told to re-check their mounts: a deletion
-        is rare and a needless re-mount is a no-op. The bus may drop events under
-        load; what is missed here settles at the member's next sign-in."""
+        """Who else was in a deleted member's projects is gone with the rows, so every
+        remaining member is told to re-check their mounts: a deletion is rare and a
+        needless re-mount is a no-op. The bus may drop events under load; what is
+        missed here settles at the member's next sign-in."""
         async for event in self.buses.system.subscribe().until(stopping):
             if event.kind == "member_deleted" and event.subject_id:
                 await self.after_member_deleted(event.subject_id)
 
     async def reconcile(self) -> list[str]:
-        """At start: the projects folder of a member the registry no longer has (a stop
-        cut their deletion after its registry commit, before ``follow_member_deletions``
-        saw it) moves to the trash, as the deletion would have."""
+        """At start: a projects folder of an id the registry does not have, and no
+        deletion mark (a deletion cut short is finished by ``UserManager.reconcile``
+        before this, under its mark): not known to be a deleted member's (a deletion by
+        a version before the mark covered projects, a folder put back by hand). It
+        moves to the trash, kept for the operator, as a file found without a member is
+        quarantined rather than deleted."""
         ids = set(await self.registry.run(lambda c: [r[0] for r in c.execute("SELECT id FROM users")]))
         root = self.data_dir / "projects"
 
@@ -775,19 +831,15 @@ class FolderService:
         moved = []
         for member_id in await asyncio.to_thread(orphans):
             target = await asyncio.to_thread(self._to_trash, root / member_id, "owner", "projects", member_id)
-            log.warning("projects of %s, who has no member (a deletion cut short by a stop), moved to %s", member_id, target)
+            log.warning("projects of %s, who has no member and no deletion mark, moved to %s", member_id, target)
             moved.append(member_id)
         return moved
 
     async def after_member_deleted(self, member_id: str) -> None:
         try:
-            owned = self.data_dir / "projects" / member_id
-            moved = await asyncio.to_thread(self._to_trash, owned, "owner", "projects", member_id)
-            if moved is not None:
-                log.info("projects of deleted member %s moved to %s", member_id, moved)
             remaining = [m.id for m in await self.users.list()]
         except Exception:
-            log.exception("cleaning up the projects of a deleted member failed")
+            log.exception("telling the members about a deleted member's projects failed")
             return
         await self._announce(remaining, "owner_deleted", "project", "")
 

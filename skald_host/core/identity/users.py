@@ -53,8 +53,10 @@ from skald_host.core.storage.quarantine import (
     QUARANTINE_DIR,
     mark_deletion,
     marked_deletions,
+    read_deletion_note,
     remove_entries_of,
     unmark_deletion,
+    write_deletion_note,
     write_private_file,
 )
 from skald_host.core.text import check_shown_name, letter_scripts, mixes_scripts, skeleton
@@ -136,6 +138,27 @@ class ResetParticipant(Protocol):
         reset back: move what ``set_aside`` put at ``stem`` back where the account
         reaches it, if nothing has taken its place. Idempotent, as ``set_aside`` is.
         What the reset ended in the registry (memberships) is not given back."""
+
+
+class DeletionParticipant(Protocol):
+    """Something of a member's besides their database and quarantine entries that goes
+    with their deletion (their own projects), finished under the same deletion mark: a
+    stop between the registry commit and the removal leaves the mark, and the next
+    start's ``reconcile`` finishes the same removal (README, "Deleting a member")."""
+
+    #: The key of this participant's note in the mark.
+    deletion_name: str
+
+    def note_deletion(self, conn: Any, member_id: str) -> Any:
+        """In the registry transaction that deletes the member, before their row goes:
+        what ``finish_deletion`` needs that the commit takes away, as JSON. Kept in the
+        deletion mark, written before the commit."""
+
+    def finish_deletion(self, member_id: str, note: Any) -> None:
+        """In a thread, after the commit, while the mark is still there: remove what
+        was the member's. ``note`` is what ``note_deletion`` returned, None for a mark
+        without one (left by a version before notes). Idempotent: run again at the next
+        start after a stop or a failure (OSError) midway."""
 
 
 class OwnerDatabaseUnavailable(Exception):
@@ -377,6 +400,9 @@ class UserManager:
         # their private data (their home folder) goes too. A direct call, not the lossy
         # bus, so a busy moment cannot leave a deleted member's files behind.
         self.after_delete: list[Callable[[str], Awaitable[None]]] = []
+        #: What goes with a member's deletion under its mark (``DeletionParticipant``).
+        #: Registered before ``reconcile``, which finishes a deletion a stop cut short.
+        self.deletion_participants: list[DeletionParticipant] = []
         # Called with a member id after their row (role, active flag, profile) or plugin
         # grants changed, before the change's request answers: what decides access from
         # the member as last read (their running turns) reads them again. A direct
@@ -1330,6 +1356,10 @@ class UserManager:
                 raise MemberNotFound("no such member", code="member_not_found")
             if row["role_id"] == ADMIN_ROLE and row["active"] and self._would_leave_no_admin(conn, member_id):
                 raise MemberError("this would leave the instance without an active admin", code="last_admin")
+            # In this transaction, so nobody joins or leaves a project between the note
+            # and the commit; in the mark, so a start after a stop finishes the same way.
+            notes = {p.deletion_name: p.note_deletion(conn, member_id) for p in self.deletion_participants}
+            write_deletion_note(self.quarantine_dir(), member_id, json.dumps(notes).encode())
             conn.execute("DELETE FROM users WHERE id = ?", (member_id,))
 
         await asyncio.to_thread(mark_deletion, self.quarantine_dir(), member_id)
@@ -1354,9 +1384,16 @@ class UserManager:
 
     def _finish_deletion(self, member_id: str) -> None:
         """A committed deletion's files: the member's database (and a reset's new file),
-        then their entries in the quarantine, the deletion mark last."""
+        what the participants remove (their own projects), then their entries in the
+        quarantine, the deletion mark last."""
         remove_database_files(self.owner_path(member_id))
         remove_database_files(self.reset_path(member_id))
+        try:
+            notes = json.loads(read_deletion_note(self.quarantine_dir(), member_id) or b"null")
+        except ValueError:
+            notes = None
+        for participant in self.deletion_participants:
+            participant.finish_deletion(member_id, notes.get(participant.deletion_name) if isinstance(notes, dict) else None)
         crash_point("delete.before_quarantine")
         removed = remove_entries_of(self.quarantine_dir(), member_id)
         if removed:
@@ -1374,7 +1411,7 @@ class UserManager:
                 unmark_deletion(self.quarantine_dir(), member_id)
             else:
                 log.warning("member %s: a deletion cut short by a stop; removing their files", member_id)
-                self._finish_deletion(member_id)
+                await asyncio.to_thread(self._finish_deletion, member_id)
         for path in sorted(self.database_dir.glob("*.db")):
             if _MEMBER_ID.match(path.stem) and path.stem not in ids:
                 quarantine(path, "unregistered")

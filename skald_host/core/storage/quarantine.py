@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 from collections.abc import Mapping
+from typing import Any
 from datetime import UTC, datetime
 from itertools import count
 from pathlib import Path
@@ -108,7 +109,10 @@ def _move_without_overwriting(source: Path, destination: Path) -> None:
 # all. Deleting the member removes them; a mark written before the registry commit lets
 # the next start finish a deletion a stop cut short (``UserManager.reconcile``), as an
 # orphan home is (``FileService``): the mark tells a deleted member's entries from those
-# of a file found unregistered, which are kept for the operator.
+# of a file found unregistered, which are kept for the operator. In the registry
+# transaction that deletes the member the mark is given a note (``write_deletion_note``):
+# what finishing the deletion needs that the commit takes away (which of the member's
+# projects others belong to), so a deletion finished at the next start does the same.
 
 DELETION_MARK_SUFFIX = ".deleting"
 
@@ -126,6 +130,34 @@ def mark_deletion(quarantine_dir: Path, member_id: str) -> None:
     finally:
         os.close(fd)
     fsync_dir(quarantine_dir)
+
+
+def write_deletion_note(quarantine_dir: Path, member_id: str, note: bytes) -> None:
+    """Replace the mark by one holding ``note``, whole or not at all (a temporary file
+    flushed and renamed over it): the mark is there throughout, as before."""
+    mark = deletion_mark(quarantine_dir, member_id)
+    temporary = mark.with_name(f"{member_id}.deleting-note.tmp")  # ``<id>.``: a stray one goes with the member
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(note)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temporary, mark)
+    fsync_dir(quarantine_dir)
+
+
+def read_deletion_note(quarantine_dir: Path, member_id: str) -> bytes:
+    """The mark's note; empty for a mark without one (written by a version before
+    notes, or the commit never came)."""
+    try:
+        fd = os.open(deletion_mark(quarantine_dir, member_id), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return b""
+    with os.fdopen(fd, "rb") as mark:
+        return mark.read()
 
 
 def unmark_deletion(quarantine_dir: Path, member_id: str) -> None:
@@ -154,12 +186,42 @@ def remove_entries_of(quarantine_dir: Path, member_id: str) -> list[str]:
     for entry in sorted(quarantine_dir.iterdir()):
         if not entry.name.startswith(member_id + ".") or entry == mark:
             continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
-        else:
-            entry.unlink(missing_ok=True)
+        erase_tree(entry)
         removed.append(entry.name)
     fsync_dir(quarantine_dir)
     mark.unlink(missing_ok=True)
     fsync_dir(quarantine_dir)
     return removed
+
+
+def erase_tree(path: Path) -> None:
+    """Remove ``path`` for good: a folder with all it holds, a file, a link as a link.
+
+    Nothing is followed out: ``rmtree`` opens every folder without following links (and
+    refuses a tree whose top is a link), so a link a sandbox left inside goes as a link.
+    A read-only file goes as any other (removing needs its folder's write bit, not its
+    own); a folder without its write or search bit (a sandbox may ``chmod 500`` one) is
+    opened up, by descriptor and without following a link swapped in, and tried again.
+    Raises OSError when something still cannot be removed."""
+    if not os.path.lexists(path):
+        return
+    if path.is_symlink() or not path.is_dir():
+        path.unlink(missing_ok=True)
+        return
+
+    def open_up_and_retry(function: Any, failed: str, error: Any) -> None:
+        if not isinstance(error[1], PermissionError):
+            raise error[1]
+        # The folder the entry is in (removal) or the folder itself (listing it).
+        folder = failed if function in (os.open, os.scandir, os.listdir) else os.path.dirname(failed)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.fchmod(fd, 0o700)
+        finally:
+            os.close(fd)
+        if function in (os.open, os.scandir, os.listdir):
+            shutil.rmtree(failed)  # its content now opens; links in it still go as links
+        else:
+            function(failed)  # os.unlink or os.rmdir, by its full path
+
+    shutil.rmtree(path, onerror=open_up_and_retry)
