@@ -35,3 +35,30 @@ async def test_an_attached_document_makes_an_allowed_write_ask(files):
         events = await sock.turn(clean, timeout=20)
     assert "approval_required" not in types(events)
     assert (files.core.files.home(alice.id) / "fine.md").exists()
+
+
+async def test_a_reloaded_card_says_asked_because_exactly_when_the_live_one_did(files):
+    """A call a rule asks about anyway has no "asked because" line, live or reloaded,
+    though the frame holds an upload; the allowed call the upload made ask has it both
+    ways (the reload once gave every card of such a frame the line: newcomer probe)."""
+    await vision_models(files, PLAIN, vision=())
+    await allow_tool(files.admin, "write_file")  # write_file: allowed; execute_cmd: asked by the built-in rule
+    cid = await new_conversation(files.alice)
+    doc = (await upload(files.alice, cid, "note.txt", b"Some notes.")).json()
+    files.server.script(PLAIN, [
+        Reply("", tool_calls=[ToolCall("execute_cmd", {"command": "ls"}), ToolCall("write_file", {"path": "a.md", "content": "x"})]),
+        Reply("Could not."),
+    ])
+    async with ChatSocket(files.alice) as sock:
+        await sock.command(type="send", conversation_id=cid, text="Look at this.", attachments=[doc["path"]])
+        live, start = {}, 0
+        for _ in range(2):
+            card = await sock.wait_event(cid, "approval_required", start=start)
+            start = sock.events.index(card) + 1
+            live[card["name"]] = card
+            pending = {a["tool"]: a for a in (await files.alice.get("/api/approvals")).json()["approvals"]}
+            assert pending[card["name"]]["untrusted"] == card["untrusted"], (card, pending)
+            await sock.approve(card["approval_id"], "deny")
+        await sock.turn(cid, timeout=20)
+    assert live["execute_cmd"]["untrusted"] is None
+    assert live["write_file"]["untrusted"] == {"kind": "upload", "values": {"name": "note.txt"}}

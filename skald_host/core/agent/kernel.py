@@ -1271,7 +1271,7 @@ class Kernel:
                 if scope.unattended:
                     return "denied", HOST_RESULTS["unattended"]
                 args_hash = arguments_hash(arguments)  # what an approval is bound to (only a call that asks needs it)
-                approval_id = await self.store.request_approval(call["id"], scope.frame.conversation_id, call["name"], args_hash, expiry())
+                approval_id = await self.store.request_approval(call["id"], scope.frame.conversation_id, call["name"], args_hash, expiry(), untrusted)
                 self.emit(scope.frame, "approval_required", approval_id=approval_id, call_id=call["id"], name=call["name"],
                           arguments=call["arguments"], untrusted=untrusted)
                 approval = await self.store.approval(approval_id)

@@ -691,12 +691,7 @@ class ConversationStore:
     async def untrusted(self, frame_id: str) -> dict[str, Any] | None:
         """Why the frame's context holds text from outside ({"kind", "values"}), or None
         (``_untrusted_of``)."""
-        stored = await self.db.run(lambda c: _untrusted_of(c, frame_id))
-        try:
-            source = json.loads(stored) if stored else None
-        except ValueError:
-            source = {"kind": "unknown", "values": {}}
-        return source if isinstance(source, dict) or source is None else {"kind": "unknown", "values": {}}
+        return _untrusted_reason(await self.db.run(lambda c: _untrusted_of(c, frame_id)))
 
     async def mark_untrusted(self, frame_id: str, kind: str, values: Mapping[str, Any]) -> None:
         """Outside text entered the frame's context: kept for good (the first source is
@@ -1592,13 +1587,20 @@ class ConversationStore:
 
     # -- approvals ----------------------------------------------------------------------
 
-    async def request_approval(self, call_id: str, conversation_id: str, tool: str, args_hash: str, expires_at: str) -> str:
+    async def request_approval(
+        self, call_id: str, conversation_id: str, tool: str, args_hash: str, expires_at: str,
+        untrusted: Mapping[str, Any] | None = None,
+    ) -> str:
+        """``untrusted``: the outside text that made an allowed call ask, kept so a
+        reloaded card says "asked because" exactly when the live one did."""
         approval_id = new_id()
+        reason = json.dumps(dict(untrusted), ensure_ascii=False) if untrusted else None
 
         def write(conn: Any) -> tuple[None, list[int]]:
             conn.execute(
-                "INSERT INTO approvals (id, conversation_id, tool_call_id, tool, args_hash, status, expires_at) VALUES (?, ?, ?, ?, ?, 'pending', ?)",
-                (approval_id, conversation_id, call_id, tool, args_hash, expires_at),
+                "INSERT INTO approvals (id, conversation_id, tool_call_id, tool, args_hash, status, expires_at, untrusted)"
+                " VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)",
+                (approval_id, conversation_id, call_id, tool, args_hash, expires_at, reason),
             )
             conn.execute("UPDATE tool_calls SET status = 'awaiting_approval' WHERE id = ?", (call_id,))
             return None, _message_of_call(conn, call_id)
@@ -1650,9 +1652,10 @@ class ConversationStore:
                 " WHERE a.status = 'pending' ORDER BY a.created_at"
             ).fetchall()
         )
-        # Why a card asks when a rule would have allowed it: its frame holds outside text
-        # (check E2); a reloaded card says so as the live one did. Null when it does not.
-        return [{**dict(r), "untrusted": await self.untrusted(r["frame_id"]) if r["frame_id"] else None} for r in rows]
+        # Why a card asks when a rule would have allowed it (check E2), as written when it
+        # was raised: a reloaded card says so exactly when the live one did (it once said
+        # it for every card of a frame with outside text, a rule's own question included).
+        return [{**dict(r), "untrusted": _untrusted_reason(r["untrusted"])} for r in rows]
 
     async def resolved_approvals(self, conversation_id: str) -> list[dict[str, Any]]:
         """A conversation's answered approvals: a reloaded screen shows each card's outcome
@@ -1880,6 +1883,15 @@ def _move_queued(conn: Any, frame: Frame) -> list[int]:
     if ids:
         conn.execute(f"UPDATE conversations SET updated_at = {NOW} WHERE id = ?", (frame.conversation_id,))
     return ids
+
+
+def _untrusted_reason(stored: str | None) -> dict[str, Any] | None:
+    """A stored outside-text source ({"kind", "values"}) read back; None for none."""
+    try:
+        source = json.loads(stored) if stored else None
+    except ValueError:
+        source = {"kind": "unknown", "values": {}}
+    return source if isinstance(source, dict) or source is None else {"kind": "unknown", "values": {}}
 
 
 def _insert_user_message(conn: Any, frame: Frame, text: str, key: str | None, attachments: str = "[]") -> int:

@@ -487,5 +487,15 @@ OWNER_MIGRATIONS = MigrationSet(
                 )""",
             ),
         ),
+        Migration(
+            23,
+            "why an approval asks when the rules allowed the call (check E2)",
+            statements=(
+                # JSON {"kind", "values"}, the frame's outside text that turned an allowed
+                # call into a question, as the live card said it; NULL when a rule asked
+                # (the card has no "asked because") and in rows written before.
+                "ALTER TABLE approvals ADD COLUMN untrusted TEXT",
+            ),
+        ),
     ),
 )
