@@ -182,3 +182,26 @@ async def test_a_built_in_plugins_page_says_every_member_may_use_it(skald, brows
     roster = page.locator("section", has=page.get_by_role("heading", name="Who can use it"))
     await expect(roster).to_contain_text("Built into Skald: every active member may use it.")
     await expect(roster.get_by_role("listitem")).to_have_count(0)  # no grant list beside it
+
+
+async def test_a_waiting_plugins_reason_is_said_once_on_its_page_and_in_its_card_panel(skald, browser_pages):
+    """The label held the reason ("Waiting: set an API key") and the reason followed it
+    again: the same sentence three times on a newcomer's screen (newcomer probe)."""
+    host = await skald.start(plugins=[Keyed()], enable=["keyed"])
+    await host.admin()
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "admin", ADMIN_PASSWORD)
+    await page.goto("/#plugin-detail?id=keyed")
+    summary = page.locator(".plugin-state")
+    await expect(summary).to_contain_text("set an API key")
+    assert (await summary.inner_text()).count("set an API key") == 1, await summary.inner_text()
+
+    await page.goto("/#plugins")
+    card = page.locator("[data-plugin=keyed]")
+    await expect(card).to_contain_text("set an API key")  # on the card itself
+    await card.locator(".health-dot").click()
+    panel = card.locator(".health-detail")
+    await expect(panel).to_be_visible()
+    assert (await panel.inner_text()).count("set an API key") == 1, await panel.inner_text()
+    title = await card.locator(".health-dot").get_attribute("title")
+    assert title.startswith("Waiting") and title.count("set an API key") == 1, title

@@ -21,9 +21,13 @@ export function health(plugin) {
   return "grey";
 }
 
-export function stateLabel(plugin) {
+/** The plugin's state in a few words. A waiting plugin's reason is part of it on the
+ * card (`withReason`); where the reason is said beside it (the status panel, the detail
+ * page's facts), the label is the state alone, so the sentence is not read twice. */
+export function stateLabel(plugin, { withReason = true } = {}) {
   if (plugin.state === "loaded" && plugin.waiting) {
-    return plugin.needs_settings ? t("plugin.state.needs_settings") : t("plugin.state.waiting", { reason: plugin.error || "" });
+    if (plugin.needs_settings) return t("plugin.state.needs_settings");
+    return withReason ? t("plugin.state.waiting", { reason: plugin.error || "" }) : t("plugin.waiting_reason");
   }
   if (plugin.state === "loaded" && plugin.healthy === false) return t("plugin.state.unhealthy");
   if (health(plugin) === "amber") return t("plugin.state.degraded", { reason: plugin.degraded });
@@ -34,12 +38,14 @@ export function stateLabel(plugin) {
 function healthDot(plugin) {
   const color = health(plugin);
   const label = stateLabel(plugin);
+  // A waiting plugin's label already holds its reason (plugin.error): said once.
+  const reasonInLabel = plugin.state === "loaded" && plugin.waiting && !plugin.needs_settings && Boolean(plugin.error);
   const detailId = uid("health");
   const detail = el("div", { id: detailId, class: `health-detail ${color}`, hidden: true },
-    el("strong", { text: label }),
+    el("strong", { text: stateLabel(plugin, { withReason: false }) }),
     plugin.error ? el("p", { class: "detail", text: plugin.error }) : el("p", { class: "detail", text: t(`plugin.state_help.${plugin.waiting ? "waiting" : plugin.state === "loaded" && plugin.standby ? "standby" : color}`) }));
   const dot = el("button", {
-    type: "button", class: `health-dot ${color}`, title: plugin.error ? `${label}: ${plugin.error}` : label,
+    type: "button", class: `health-dot ${color}`, title: plugin.error && !reasonInLabel ? `${label}: ${plugin.error}` : label,
     // Which plugin too: fourteen cards' dots were fourteen identical "Status: Off" buttons.
     // The state may be a sentence of its own (a plugin's waiting reason): the template's
     // full stop follows it, not a second one.

@@ -18,7 +18,7 @@ function summary(plugin) {
   add(t("plugin.version_label"), plugin.version || "—");
   add(t("plugin.package"), plugin.distribution);
   add(t("plugin.state"), el("span", { class: health(plugin) === "amber" ? "health amber" : plugin.state === "loaded" && plugin.standby ? "health long" : "health" },
-    el("span", { class: `health-dot static ${health(plugin)}`, "aria-hidden": "true" }), stateLabel(plugin)));
+    el("span", { class: `health-dot static ${health(plugin)}`, "aria-hidden": "true" }), stateLabel(plugin, { withReason: false })));
   // Waiting (a setting, a NotReady) is no error: its reason is labelled as what it is,
   // as the catalog's card and the docs call it.
   const waiting = plugin.state === "loaded" && plugin.waiting;
