@@ -9,7 +9,7 @@ major version, a hook or argument added bumps the minor).
 
 import pluggy
 
-SPEC_VERSION = "1.18"
+SPEC_VERSION = "1.19"
 PROJECT_NAME = "skald"
 ENTRY_POINT_GROUP = "skald.plugins"
 

@@ -23,7 +23,15 @@ class Caller:
     admin holds every one implicitly: check ``is_admin`` too).
 
     ``locale``: the language the member reads the shell in: their own choice, else the
-    instance's (chosen at setup). Translate with it (``HostApi.translate``)."""
+    instance's (chosen at setup). Translate with it (``HostApi.translate``).
+
+    ``session_id`` (since 1.19): an opaque handle of the login session the request was
+    authenticated with (a browser's cookie or a bearer login), the same for every request
+    of that session and different for each session of the same member, so a plugin can
+    bind a step to the session that began it (an OAuth ``state``: check E5). It is not
+    the token and not the id the host shows elsewhere: it differs per plugin, so two
+    plugins cannot match their callers up. None for a device token (``device_id`` names
+    the credential then)."""
 
     id: str
     username: str
@@ -32,6 +40,7 @@ class Caller:
     is_admin: bool
     device_id: str | None = None
     capabilities: frozenset[str] = field(default_factory=frozenset)
+    session_id: str | None = None
 
     def may(self, capability: str) -> bool:
         """Whether the caller's role holds ``capability`` (admins hold all). Since 1.3."""

@@ -11,6 +11,7 @@ the session's CSRF token and, when the browser sends one, a same-origin ``Origin
 from __future__ import annotations
 
 import functools
+import hashlib
 import ipaddress
 import logging
 from dataclasses import dataclass
@@ -260,7 +261,17 @@ async def gate_request() -> None:
         bind_caller(Caller(
             member.id, member.username, member.display_name, await reader_locale(), member.is_admin,
             device_id=principal.device_id, capabilities=frozenset(member.capabilities),
+            session_id=plugin_session_id(plugin_id, principal.session),
         ))
+
+
+def plugin_session_id(plugin_id: str, session: Session | None) -> str | None:
+    """``Caller.session_id``: the session's handle as one plugin sees it. Derived from
+    the token's digest and the plugin's id, so it is stable for the session, reveals
+    neither the token nor ``Session.id``, and two plugins get different handles."""
+    if session is None:
+        return None
+    return hashlib.sha256(f"skald-plugin-session\0{plugin_id}\0{session.token_digest}".encode()).hexdigest()[:32]
 
 
 def audit_plugin_refusal(response: Any) -> None:

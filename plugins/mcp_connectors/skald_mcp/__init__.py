@@ -57,7 +57,7 @@ def plugin_info() -> PluginInfo:
         title="Connectors",
         description="Connect the assistant to MCP servers (connectors), granted per member.",
         icon="plug",
-        spec=">=1.18,<2",  # member_tools, member secrets and events (1.2); questions, Caller.may (1.3); net (1.5); AddressRefused.reason (1.6); ConfigField.live (1.12); Tool.capability (1.13); member_access_changed, HostApi.member_may (1.15); Tool.untrusted_output (1.18)
+        spec=">=1.19,<2",  # member_tools, member secrets and events (1.2); questions, Caller.may (1.3); net (1.5); AddressRefused.reason (1.6); ConfigField.live (1.12); Tool.capability (1.13); member_access_changed, HostApi.member_may (1.15); Tool.untrusted_output (1.18); Caller.session_id (1.19)
         config_schema=CONFIG_SCHEMA,
         grant_by_default=True,
     )

@@ -42,7 +42,7 @@ async def check_public(url: str, field: str = "url") -> None:
         raise SpecError(code="address_unresolved", field=field, host=host[:100]) from None
 
 
-def guarded_client(headers: dict[str, str], allowed: Callable[[], Awaitable[bool]] | None = None) -> Any:
+def guarded_client(headers: dict[str, str], allowed: Callable[[], Awaitable[bool]] | None = None, *, connect_seconds: float = 30.0) -> Any:
     """An ``httpx2`` client (the SDK's) whose every TCP connection goes to a checked,
     public address, or to a private one only while ``allowed()`` (the admin's *Allow
     private addresses*, read afresh at each ask) says yes; a request on a client that
@@ -88,7 +88,7 @@ def guarded_client(headers: dict[str, str], allowed: Callable[[], Awaitable[bool
 
     transport = GuardedTransport()
     transport._pool._network_backend = PinnedBackend()  # type: ignore[attr-defined]
-    client = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0), transport=transport)
+    client = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, connect=connect_seconds, read=300.0), transport=transport)
     client.guard = guard  # type: ignore[attr-defined]
     return client
 

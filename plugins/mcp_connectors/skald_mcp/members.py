@@ -608,7 +608,7 @@ class MemberConnectors:
                 name, t, lambda caller, _m=member_id, _n=name: caller == _m and self.usable(_m, _n) and (_m, _n) not in self._access_closed, lambda _m=member_id, _n=name: self.connections.get(_m, {}).get(_n),
                 names[t.name], capability=self.capability(record), settle=lambda _m=member_id, _n=name: self.settled(_m, _n),
             )
-            for t in offered_tools(connection.tools, pins)
+            for t in offered_tools(connection.tools, pins, login_contract=self._login_kind(record) == "qr")
         ]
 
     async def accept(self, member_id: str, name: str, shown: Mapping[str, str]) -> None:

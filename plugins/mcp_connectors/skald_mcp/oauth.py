@@ -7,7 +7,8 @@ copy-paste flow (seed 001 "OAuth per-user connectors").
   ``code_challenge_methods_supported`` (otherwise it is refused: no flow without PKCE).
   Discovery passes the address check unless private addresses are allowed.
 - ``start`` builds the consent URL with a fresh verifier and an opaque ``state``, kept
-  in RAM only, for 10 minutes, bound to the member, usable once (a restart drops every
+  in RAM only, for 10 minutes, bound to the member and to the login session that
+  started it (``Caller.session_id``, or the device token's id), usable once (a restart drops every
   flow in progress). A member has a few open at a time, per connector and in all
   (a new start replaces their oldest), so no one member can fill the shared cap.
 - The member approves at the provider, which shows the code on the redirect page; the
@@ -54,6 +55,10 @@ class OAuthError(SpecError):
 @dataclass(frozen=True)
 class Flow:
     member_id: str
+    #: The login session (or device token) that started the sign-in: only it may complete
+    #: it (check E5: state "bound to the session"), so a state seen by another of the
+    #: member's sessions (a shared computer, a leaked link) signs nothing in.
+    session: str
     connector: str
     provider: str
     verifier: str
@@ -188,7 +193,7 @@ class OAuth:
         now = time.monotonic()
         self._flows = {k: f for k, f in self._flows.items() if now - f.started < STATE_SECONDS}
 
-    def start(self, member_id: str, connector: str, provider_name: str, scopes: list[str], resource: str) -> str:
+    def start(self, member_id: str, session: str, connector: str, provider_name: str, scopes: list[str], resource: str) -> str:
         provider = self.providers.get(provider_name)
         if provider is None or not provider.get("auth_url"):
             raise OAuthError(code="oauth_provider_not_set_up", provider=repr(provider_name))
@@ -198,7 +203,7 @@ class OAuth:
             raise OAuthError(code="oauth_busy")
         verifier, challenge = pkce_pair()
         state = secrets.token_urlsafe(32)
-        self._flows[state] = Flow(member_id, connector, provider_name, verifier, provider["redirect_uri"], resource, time.monotonic())
+        self._flows[state] = Flow(member_id, session, connector, provider_name, verifier, provider["redirect_uri"], resource, time.monotonic())
         query = {
             **provider.get("extra_params", {}),
             "response_type": "code",
@@ -224,12 +229,12 @@ class OAuth:
         for _, state in mine[: max(0, len(mine) - MEMBER_FLOWS + 1)]:
             del self._flows[state]
 
-    def take(self, member_id: str, connector: str, state: Any) -> Flow:
-        """The flow of ``state``, once: unknown, expired, used, or another member's or
-        connector's state is refused."""
+    def take(self, member_id: str, session: str, connector: str, state: Any) -> Flow:
+        """The flow of ``state``, once: unknown, expired, used, or another member's,
+        session's or connector's state is refused (and stays for its own session)."""
         self._expire()
         flow = self._flows.get(state) if isinstance(state, str) else None
-        if flow is None or flow.member_id != member_id or flow.connector != connector:
+        if flow is None or flow.member_id != member_id or flow.session != session or flow.connector != connector:
             raise OAuthError(code="oauth_state_unknown")
         del self._flows[state]
         return flow

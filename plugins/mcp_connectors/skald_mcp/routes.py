@@ -32,6 +32,15 @@ REMOTE = "connectors.remote"
 MAX_ACCEPTED = 1000
 
 
+def login_session(caller: Any) -> str:
+    """The credential a request came with, for binding a sign-in's ``state`` to it
+    (check E5): the login session's opaque handle, or the device token's id. The two
+    are kept apart by their prefix."""
+    if caller.session_id:
+        return f"session:{caller.session_id}"
+    return f"device:{caller.device_id}"
+
+
 def build_blueprint(host: HostApi) -> Blueprint:
     blueprint = Blueprint(PLUGIN_ID, __name__)
     script = files("skald_mcp").joinpath("page.js").read_text(encoding="utf-8")
@@ -453,7 +462,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
         if template is None or not template.oauth:
             return error("err_not_oauth", 400)
         try:
-            url = runtime.oauth.start(caller.id, name, template.oauth["provider"], template.oauth["scopes"], template.url)  # no resource for stdio
+            url = runtime.oauth.start(caller.id, login_session(caller), name, template.oauth["provider"], template.oauth["scopes"], template.url)  # no resource for stdio
         except OAuthError as exc:
             return refused(exc, 409)
         return {"url": url}
@@ -472,7 +481,7 @@ def build_blueprint(host: HostApi) -> Blueprint:
             # The code first: an empty or overlong paste is refused without taking the
             # one-time state, so the member can paste again into the same sign-in.
             code = pasted_code(body.get("code"))
-            flow = runtime.oauth.take(caller.id, name, body.get("state"))
+            flow = runtime.oauth.take(caller.id, login_session(caller), name, body.get("state"))
             tokens = await runtime.oauth.exchange(flow, code)
         except OAuthError as exc:
             return refused(exc)

@@ -22,10 +22,12 @@ wrong) is not retried: only a session that was there and went.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import json
 import logging
 import re
+import time
 from typing import Any, Awaitable, Callable, Mapping
 
 from skald_hookspecs import Tool, ToolContext, ToolError
@@ -34,6 +36,11 @@ from skald_mcp.spec import LOGIN_TOOLS, ServerSpec, tool_names
 log = logging.getLogger(__name__)
 
 CONNECT_SECONDS = 20.0
+#: The longest a TCP (and TLS) connect to a remote server may take: well inside
+#: ``CONNECT_SECONDS``, so an address that swallows the connect says so as a failed
+#: connect (``ConnectTimeout``), not as a server that "did not answer". A refused
+#: connection, an unknown name or a TLS failure ends the start at once (``_run``).
+HTTP_CONNECT_SECONDS = 10.0
 STOP_SECONDS = 5.0
 MAX_DESCRIPTION = 2000
 MAX_RESULT = 100_000
@@ -46,6 +53,53 @@ MAX_EVENT_BYTES = 8 * 1024 * 1024
 #: session was lost and whose reconnect failed; the last repeats until it is back. Read
 #: at each wait, so a test may patch it.
 RETRY_DELAYS: tuple[float, ...] = (1.0, 2.0, 5.0, 15.0, 30.0, 60.0)
+#: How old a session's tool listing may be when a call relies on it (check E5: "a
+#: changed tool definition triggers re-approval through its pinned hash"). A server
+#: sends ``tools/list_changed`` to one session at most (the one whose request changed a
+#: tool, or none at all), so several connectors on one server, or a server that never
+#: notifies, would keep running a redefined tool under its old pin. A call finding the
+#: listing older than this lists the tools again first; within it a call costs no
+#: extra round trip (bench/mcp.py). Read at each call, so a test may patch it.
+LISTING_FRESH_SECONDS = 30.0
+
+
+class _Closing:
+    """Whether one session is being closed on purpose (``Connection._halt``). One per
+    session, shared by reference with every task the SDK starts inside it."""
+
+    on = False
+
+
+#: The session whose task (or one the SDK started inside it) is logging; tasks inherit
+#: the value, so the holder reaches the SDK's stream readers and its closing DELETE.
+_session: contextvars.ContextVar[_Closing | None] = contextvars.ContextVar("skald_mcp_session", default=None)
+#: The SDK logger whose lines a deliberate close provokes: the GET stream's reader
+#: finding its stream closed (``BrokenResourceError``, at ERROR), the closing DELETE
+#: failing against a server that is already gone (WARNING).
+SDK_HTTP_LOGGER = "mcp.client.streamable_http"
+
+
+class QuietWhileClosing(logging.Filter):
+    """A deliberate stop (the plugin disabled, a connector removed or restarted, a
+    member's file closing) breaks the session's streams on purpose; what the SDK says of
+    that is INFO, not an ERROR the admin should act on. Only the lines of a session
+    being closed on purpose are lowered: any other keeps its level."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        closing = _session.get()
+        if closing is not None and closing.on and record.levelno > logging.INFO:
+            record.levelno, record.levelname = logging.INFO, logging.getLevelName(logging.INFO)
+        return True
+
+
+def _quiet_sdk_closes() -> None:
+    """Install ``QuietWhileClosing`` on the SDK's HTTP logger, once per process (a filter
+    on a logger sees the records logged on it; the plugin may be loaded anew)."""
+    logger = logging.getLogger(SDK_HTTP_LOGGER)
+    if not any(getattr(f, "skald_mcp_quiet", False) for f in logger.filters):
+        quiet = QuietWhileClosing()
+        quiet.skald_mcp_quiet = True  # type: ignore[attr-defined]
+        logger.addFilter(quiet)
 
 
 def definition_hash(tool: Any) -> str:
@@ -58,12 +112,16 @@ def definition_hash(tool: Any) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def offered_tools(tools: list[Any], pins: Mapping[str, str]) -> list[Any]:
+def offered_tools(tools: list[Any], pins: Mapping[str, str], *, login_contract: bool) -> list[Any]:
     """The server's tools the agent is offered, for a global connector and a member's
-    own alike: each one pinned as it is now (a new or changed one waits for review),
-    and never one of the login contract's (``LOGIN_TOOLS``): Skald calls those itself,
-    and an agent that could call ``logout`` would unlink the member's device."""
-    return [t for t in tools if pins.get(t.name) == definition_hash(t) and t.name not in LOGIN_TOOLS]
+    own alike: each one pinned as it is now (a new or changed one waits for review).
+    ``login_contract``: the connector uses the login contract (a member's from a
+    ``"login": "qr"`` template), whose tools (``LOGIN_TOOLS``) Skald calls itself: an
+    agent that could call ``logout`` would unlink the member's device. A connector
+    without it keeps a ``logout`` or ``login_status`` of its own, which is simply its
+    tool. A global connector passes True: it cannot say whether its server's are the
+    contract's, and there one ``logout`` would unlink a device every granted member shares."""
+    return [t for t in tools if pins.get(t.name) == definition_hash(t) and not (login_contract and t.name in LOGIN_TOOLS)]
 
 
 def withheld(tools: list[Any], pins: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -165,12 +223,19 @@ class Connection:
         #: a member's connector, whose error may quote their address or key.
         self.kind: str | None = None
         self.tools: list[Any] = []
+        #: When ``tools`` was last listed (monotonic): a call relies on a listing no
+        #: older than ``LISTING_FRESH_SECONDS``.
+        self.listed_at = 0.0
+        #: The listing a stale call started, shared by the calls that found it stale together.
+        self._relisting: asyncio.Future[None] | None = None
         self.discarded = 0  # notifications the global runtime dropped
         self._on_change = on_change
         self._on_notification = on_notification
         self._client: Any = None
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
+        #: The current session's ``_Closing``: set by ``_halt`` (``QuietWhileClosing``).
+        self._closing = _Closing()
         self._ready = asyncio.Event()
         self._refreshing: asyncio.Task[None] | None = None
         #: One reconnect at a time: the calls that found the session gone together
@@ -208,13 +273,18 @@ class Connection:
         self._resume = resume
         self._stop.clear()
         self._ready.clear()
-        self._task = asyncio.create_task(self._run(), name=f"mcp:{self.spec.name}")
+        self._closing = _Closing()
+        context = contextvars.copy_context()
+        context.run(_session.set, self._closing)
+        self._task = asyncio.create_task(self._run(), name=f"mcp:{self.spec.name}", context=context)
         if wait:
             try:
                 await asyncio.wait_for(self._ready.wait(), wait)
             except TimeoutError:
                 self.fail(TimeoutError(f"the server did not answer within {wait:g} s"))
-                await self._halt()
+                # Never ready, so nothing to close in order: ended at once, not after
+                # another ``STOP_SECONDS`` of waiting for a server that is not answering.
+                await self._halt(grace=0)
                 self.fail(TimeoutError(f"the server did not answer within {wait:g} s"))
                 if resume:
                     self._keep_trying()
@@ -241,13 +311,18 @@ class Connection:
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
 
+        _quiet_sdk_closes()
+
         if self.public_only:
             from skald_mcp.guard import guarded_client
 
-            self._http = guarded_client(dict(self.spec.headers), self.allow_private)
+            self._http = guarded_client(dict(self.spec.headers), self.allow_private, connect_seconds=HTTP_CONNECT_SECONDS)
             self._guard = self._http.guard
         else:
-            self._http = create_mcp_http_client(headers=dict(self.spec.headers))
+            import httpx2
+
+            # The SDK's timeouts, with a connect that gives up before ``CONNECT_SECONDS``.
+            self._http = create_mcp_http_client(headers=dict(self.spec.headers), timeout=httpx2.Timeout(30.0, connect=HTTP_CONNECT_SECONDS, read=300.0))
         return streamable_http_client(self.spec.url, http_client=self._http, max_sse_event_size=MAX_EVENT_BYTES)
 
     async def _run(self) -> None:
@@ -344,21 +419,27 @@ class Connection:
         if self.state == "reconnecting":
             self.state = "stopped"
 
-    async def _halt(self) -> None:
+    async def _halt(self, grace: float = STOP_SECONDS) -> None:
+        """End the session: it is given ``grace`` seconds to close in order (the HTTP
+        session's DELETE, a stdio child's exit), then cancelled."""
+        self._closing.on = True
         self._stop.set()
         task, self._task = self._task, None
         if self._refreshing is not None:
             self._refreshing.cancel()
         if task is None:
             return
-        try:
-            await asyncio.wait_for(asyncio.shield(task), STOP_SECONDS)
-        except asyncio.CancelledError:
-            task.cancel()  # the halt itself was cancelled (a stop): leave no session behind
-            raise
-        except (TimeoutError, Exception):
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        if grace > 0:
+            try:
+                await asyncio.wait_for(asyncio.shield(task), grace)
+                return
+            except asyncio.CancelledError:
+                task.cancel()  # the halt itself was cancelled (a stop): leave no session behind
+                raise
+            except (TimeoutError, Exception):
+                pass
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
     # -- the background reconnect ------------------------------------------------------------
 
@@ -418,6 +499,26 @@ class Connection:
             if not cursor:
                 break
         self.tools = tools
+        self.listed_at = time.monotonic()
+
+    async def _fresh_listing(self) -> None:
+        """The tool listing no older than ``LISTING_FRESH_SECONDS``: listed again when
+        it is older, once for the calls that find it so together. A changed listing is
+        handed on (``on_change``) as a notified one is, so a redefined tool is withheld
+        and waits for review."""
+        if time.monotonic() - self.listed_at <= LISTING_FRESH_SECONDS:
+            return
+        if self._relisting is None or self._relisting.done():
+            self._relisting = asyncio.ensure_future(self._relist())
+            # Read here too: a call cancelled while it waited leaves no unread failure.
+            self._relisting.add_done_callback(lambda done: done.cancelled() or done.exception())
+        await asyncio.shield(self._relisting)
+
+    async def _relist(self) -> None:
+        before = [definition_hash(t) for t in self.tools]
+        await self._list_tools()
+        if [definition_hash(t) for t in self.tools] != before:
+            self._on_change(self)
 
     async def _message(self, message: Any) -> None:
         method = getattr(message, "method", None)
@@ -456,7 +557,14 @@ class Connection:
             self._active -= 1
         self._on_change(self)
 
-    async def call(self, tool: str, arguments: Mapping[str, Any], cancelled: asyncio.Event | None = None, ctx: Any = None) -> str:
+    async def call(
+        self, tool: str, arguments: Mapping[str, Any], cancelled: asyncio.Event | None = None, ctx: Any = None, *, pinned: str | None = None,
+    ) -> str:
+        """Call ``tool`` on the session. ``pinned``: the definition hash the tool was
+        offered at (``make_tool``); the call runs only while the server's current
+        definition has it, checked against a listing no older than
+        ``LISTING_FRESH_SECONDS``. Without it (Skald's own calls of the login contract)
+        the last listing's definition is what a reconnect must keep."""
         if ctx is not None:
             self._inflight.append(ctx)
         self._active += 1
@@ -467,7 +575,7 @@ class Connection:
                 # Its server went away and the connector is trying to reach it again:
                 # said at once, not waited for.
                 raise ToolError(self._reconnecting_sentence())
-            vetted = next((definition_hash(t) for t in self.tools if t.name == tool), None)
+            vetted = pinned if pinned is not None else next((definition_hash(t) for t in self.tools if t.name == tool), None)
             guard = self._guard
             if guard is not None and self.state == "ready" and await guard.withdrawn():
                 await self._allowance_withdrawn(guard)
@@ -486,6 +594,11 @@ class Connection:
                 raise ToolError(f"the connector {self.spec.name!r} is not running ({self.error or self.state})")
             session = self._task  # the session ``client`` belongs to
             try:
+                if pinned is not None:
+                    # A definition changed since it was offered (told to this session or
+                    # not: ``LISTING_FRESH_SECONDS``) is not run; it waits for review.
+                    await self._fresh_listing()
+                    self._same_tool(tool, vetted)
                 return await self._call(client, tool, arguments, cancelled)
             except Exception as exc:
                 if _session_gone(exc):
@@ -568,11 +681,12 @@ class Connection:
             return self._client
 
     def _same_tool(self, tool: str, vetted: str | None) -> None:
-        """After a reconnect the server lists its tools anew: a call goes on only to
-        the definition it was offered with (a changed one waits to be accepted)."""
+        """A call goes on only to the definition it was offered with, as the server
+        lists it now (after a reconnect, or a listing found stale): a changed one
+        waits to be accepted."""
         current = next((definition_hash(t) for t in self.tools if t.name == tool), None)
         if vetted is None or current != vetted:
-            raise ToolError(f"the tool {tool!r} of the connector {self.spec.name!r} changed when it reconnected; it waits to be accepted")
+            raise ToolError(f"the tool {tool!r} of the connector {self.spec.name!r} has changed on its server since it was accepted; it waits to be accepted again")
 
     def _unreachable(self) -> str:
         return f"the connector {self.spec.name!r} lost its session and could not reconnect ({self.error or self.state})"
@@ -705,6 +819,8 @@ def make_tool(
         schema = {"type": "object", "properties": {}}
     description = (mcp_tool.description or mcp_tool.title or mcp_tool.name or "")[:MAX_DESCRIPTION]
     remote = mcp_tool.name
+    # Offered only as pinned (``offered_tools``): the definition a call may run.
+    pinned = definition_hash(mcp_tool)
 
     async def run(args: Mapping[str, Any], ctx: ToolContext) -> str:
         if not may_call(ctx.member_id):
@@ -714,7 +830,7 @@ def make_tool(
             raise ToolError(f"the connector {server!r} is not running")
         try:
             try:
-                answer = await current.call(remote, args, ctx.cancelled, ctx)
+                answer = await current.call(remote, args, ctx.cancelled, ctx, pinned=pinned)
             except ToolError:
                 if current.removed or may_call(ctx.member_id):
                     raise
@@ -792,10 +908,21 @@ def redact(text: str, secrets: list[str]) -> str:
     return text
 
 
+#: The connect failures an HTTP client's ``ConnectError`` hides under "All connection
+#: attempts failed": said beside it, so a refused connection reads as refused.
+_CONNECT_ROOTS = frozenset({"ConnectionRefusedError", "gaierror", "SSLError", "SSLCertVerificationError"})
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
         return "; ".join(_describe(e) for e in exc.exceptions)
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    said = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    root, seen = exc.__cause__ or exc.__context__, 0
+    while root is not None and seen < 10:
+        if type(root).__name__ in _CONNECT_ROOTS:
+            return f"{said} ({type(root).__name__}: {root})" if str(root) not in said else said
+        root, seen = root.__cause__ or root.__context__, seen + 1
+    return said
 
 
 class Runtime:
@@ -1108,7 +1235,7 @@ class Runtime:
             return
         pins = self.pins.get(name, {})
         names = tool_names(name, [t.name for t in connection.tools])
-        self._offered[name] = [self._tool(name, t, names[t.name]) for t in offered_tools(connection.tools, pins)]
+        self._offered[name] = [self._tool(name, t, names[t.name]) for t in offered_tools(connection.tools, pins, login_contract=True)]
 
     def pending(self, name: str) -> list[str]:
         """Tools the server has that are withheld: new, or changed since they were pinned."""

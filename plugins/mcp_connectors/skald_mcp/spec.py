@@ -18,6 +18,23 @@ from urllib.parse import urlsplit
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,23}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,128}$")
+#: Headers the connection itself sets (HTTP framing, the hop, the MCP session), never a
+#: connector's, the admin's or a member's: ``Host`` would address another virtual host
+#: at the address the SSRF check approved (guard.py), the framing ones would split or
+#: smuggle requests, and the MCP ones would hijack or break the session the SDK keeps.
+#: Compared case-insensitively, as HTTP does; every ``Proxy-*`` too (a credential for a
+#: proxy has no business at the server). ``Authorization`` and ``Cookie`` stay: they are
+#: how a server is signed in to.
+TRANSPORT_HEADERS = frozenset({
+    "host", "content-length", "transfer-encoding", "content-type", "content-encoding", "connection", "keep-alive",
+    "upgrade", "te", "trailer", "expect", "accept", "mcp-session-id", "mcp-protocol-version", "last-event-id",
+})
+
+
+def transport_header(name: str) -> bool:
+    """Whether ``name`` is one the connection sets itself (``TRANSPORT_HEADERS``)."""
+    lowered = name.lower()
+    return lowered in TRANSPORT_HEADERS or lowered.startswith("proxy-")
 MAX_ARGS = 64
 MAX_VALUE = 4096
 TRANSPORTS = ("stdio", "http")
@@ -110,6 +127,8 @@ def _mapping(value: Any, what: str, key: re.Pattern[str]) -> dict[str, str]:
     for k, v in value.items():
         if not isinstance(k, str) or not key.match(k):
             raise SpecError(code=f"{what}_name_invalid", field=what, name=str(k)[:60])
+        if what == "headers" and transport_header(k):
+            raise SpecError(code="headers_name_reserved", field=what, name=k)
         if not isinstance(v, str) or len(v) > MAX_VALUE or "\x00" in v or "\n" in v or "\r" in v:
             raise SpecError(code=f"{what}_value_invalid", field=what, name=k, limit=MAX_VALUE)
         out[k] = v
@@ -347,6 +366,8 @@ def parse_template(body: Any) -> Template:
         if transport == "http":
             if not HEADER_NAME.match(header) or env:
                 raise SpecError(code="field_header_needed", field="fields", name=fname)
+            if transport_header(header):
+                raise SpecError(code="headers_name_reserved", field="fields", name=header)
             if "{value}" not in fmt:
                 # Named by its label, as the admin wrote it for readers (the key is the fallback).
                 raise SpecError(code="field_format_invalid", field="fields", name=_text(raw, "label") or fname)

@@ -143,6 +143,35 @@ async def test_a_member_reads_the_private_address_refusal_in_german(setup: Setup
     assert response.json()["code"] == "mcp.err_unknown_fields_remote" and "unbekannte Felder: command" in response.json()["error"]
 
 
+async def test_headers_the_connection_sets_itself_are_refused_by_name(setup: Setup):
+    """A member's remote connector (and an admin's) with ``Host`` would address another
+    virtual host at the address the SSRF check approved; the framing and MCP session
+    headers would smuggle requests or hijack the session. Each is refused, whatever its
+    case, naming the header, as a header value with a line break is."""
+    from test_member_connectors import grant_remote
+
+    await grant_remote(setup)
+    alice = await setup.host.member("alice")
+    reserved = ["Host", "content-length", "Transfer-Encoding", "MCP-SESSION-ID", "Mcp-Protocol-Version", "Connection", "Upgrade", "TE",
+                "Trailer", "Keep-Alive", "Proxy-Authorization", "Content-Type", "Last-Event-ID"]
+    for header in reserved:
+        body = {"remote": {"name": "home", "url": "https://x.example/mcp", "headers": {"X-Key": "k", header: "v"}}}
+        response = await alice.post(f"{BASE}/my/connectors", json=body)
+        answer = response.json()
+        assert response.status_code == 400 and answer["code"] == "mcp.err_headers_name_reserved" and answer["field"] == "headers", (header, answer)
+        assert f"The header {header} is set by the connection itself" in answer["error"], answer
+        body = {"name": "demo", "transport": "http", "url": "https://x.example/mcp", "headers": {header: "v"}, "access": []}
+        response = await setup.admin.post(f"{BASE}/servers", json=body)
+        assert response.status_code == 400 and response.json()["code"] == "mcp.err_headers_name_reserved", (header, response.text)
+    template = {"transport": "http", "url": "https://x.example/mcp", "fields": [{"name": "site", "header": "Host"}]}
+    response = await setup.admin.put(f"{BASE}/catalog/web", json=template)
+    assert response.status_code == 400 and response.json()["code"] == "mcp.err_headers_name_reserved", response.text
+    assert (await alice.get(f"{BASE}/my/connectors")).json()["connectors"] == []
+    assert (await setup.admin.get(f"{BASE}/servers")).json()["servers"] == []
+    # What a server is signed in to with stays allowed.
+    assert parse_spec({"name": "demo", "transport": "http", "url": "https://x.example/", "headers": {"Authorization": "Bearer k", "Cookie": "s=1"}}).headers
+
+
 async def test_a_failed_connector_names_its_cause_beside_the_technical_detail(setup: Setup):
     """The page explains a cause in a sentence of the reader's language; the detail
     stays for the admin who wants it."""

@@ -252,3 +252,52 @@ async def test_connectors_waiting_their_turn_after_a_login_read_starting_not_sto
         return states if "starting" not in states.values() else None
 
     assert await eventually(settled, what="both to have started") == {"a-first": "failed", "b-second": "failed"}
+
+
+async def test_a_remote_connector_where_nothing_listens_fails_at_once_saying_the_connection_was_refused(setup: Setup):
+    """The probe's case: adding a member's remote connector at a closed port blocked the
+    request for the whole connect wait and more (~30 s) and said "the server did not
+    answer within 20 s". A connect that fails ends the wait at once, with its cause."""
+    import time
+
+    await grant_remote(setup)
+    await allow_private(setup)
+    alice = await setup.host.member("alice")
+    began = time.monotonic()
+    response = await alice.post(f"{BASE}/my/connectors", json={"remote": {"name": "home", "url": f"http://127.0.0.1:{closed_port()}/mcp"}})
+    took = time.monotonic() - began
+    assert response.status_code == 201, response.text
+    answer = response.json()
+    assert answer["state"] == "failed" and answer["cause"] == "connection_failed", answer
+    assert "ConnectionRefusedError" in answer["error"] and "did not answer" not in answer["error"], answer
+    assert took < 5, f"the refused connection took {took:.1f} s to say so"
+
+
+async def test_a_server_that_never_answers_is_given_up_on_at_the_connect_wait_not_seconds_later():
+    """A start that timed out went on to wait ``STOP_SECONDS`` more for a session that
+    never began to close in order (the probe's ~30 s for a 20 s wait). A server that
+    takes the connection and never answers is given up on at the wait."""
+    import time
+
+    from skald_mcp.runtime import Connection
+    from skald_mcp.spec import ServerSpec
+
+    held: list[asyncio.StreamWriter] = []
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)  # reads nothing, answers nothing
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 18813)
+    try:
+        connection = Connection(ServerSpec("silent", "http", url="http://127.0.0.1:18813/mcp"), on_change=lambda c: None)
+        began = time.monotonic()
+        await connection.start(wait=1.0)
+        took = time.monotonic() - began
+        assert connection.state == "failed" and connection.cause == "timeout", (connection.state, connection.error)
+        assert took < 3, f"the start took {took:.1f} s for a 1 s wait"
+        await connection.stop()
+    finally:
+        for writer in held:
+            writer.close()
+        server.close()
+        await server.wait_closed()

@@ -316,3 +316,36 @@ async def activate_unreachable(setup: Setup, alice) -> None:
     alice's to deactivate."""
     await setup.admin.put(f"{BASE}/catalog/web", json={"transport": "http", "url": "http://127.0.0.1:9/mcp"})
     assert (await alice.post(f"{BASE}/my/connectors", json={"template": "web"})).status_code == 201
+
+
+async def test_a_tool_redefined_without_a_notification_to_this_session_is_withheld_not_run(setup: Setup, monkeypatch):
+    """Check E5 ("a changed tool definition triggers re-approval through its pinned
+    hash") for the session the server does not tell: two connectors on one server, the
+    change made (and ``tools/list_changed`` sent) through the first; the second's
+    listing is stale, so its call lists the tools again and refuses the changed echo,
+    which then waits for review there too."""
+    from skald_hookspecs import ToolError
+    from skald_mcp import runtime as runtime_module
+
+    alice_id = (await setup.host.member("alice")).member["id"]
+    async with HttpDemo() as demo:
+        for name in ("first", "second"):
+            body = {"name": name, "transport": "http", "url": demo.url, "access": [alice_id]}
+            response = await setup.admin.post(f"{BASE}/servers", json=body)
+            assert response.status_code == 201 and response.json()["state"] == "ready", response.text
+        echo = next(t for t in running.runtime.member_tools(alice_id) if t.name == "second__echo")
+        assert await echo.run({"text": "hi"}, ToolContext(member_id=alice_id)) == "echo: hi"
+
+        await _mutate(alice_id, "first__mutate")
+        await eventually(lambda: _first(setup.server("first"), _withheld_at(1)), what="the notified session to withhold echo")
+        assert (await setup.server("second"))["pending_tools"] == []  # never told
+        monkeypatch.setattr(runtime_module, "LISTING_FRESH_SECONDS", 0.0)  # its listing is now too old
+
+        try:
+            answer = await echo.run({"text": "hi"}, ToolContext(member_id=alice_id))
+        except ToolError as exc:
+            assert "has changed on its server since it was accepted" in str(exc)
+        else:
+            raise AssertionError(f"the changed echo ran under its old pin: {answer!r}")
+        assert _withheld_at(1)(await setup.server("second"))
+        assert "second__echo" not in {t.name for t in running.runtime.member_tools(alice_id)}

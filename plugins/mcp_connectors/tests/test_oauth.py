@@ -1,7 +1,7 @@
 """OAuth 2 sign-in for a member's connector against a local authorization server
 (check E5): discovery refuses a provider without S256; the consent URL carries PKCE S256,
 an opaque state, the exact redirect URI and ``resource``; a state works once, for its
-member and connector, for 10 minutes; the token request carries the verifier and the
+member, login session and connector, for 10 minutes; the token request carries the verifier and the
 client secret server-side; the refresh token lives in the member's encrypted file only
 and brings the connector back at the next login; the access token reaches the server as
 a bearer header."""
@@ -288,6 +288,27 @@ async def test_an_empty_or_overlong_code_does_not_use_up_the_sign_in(setup: Setu
         assert response.status_code == 200, response.text
         assert response.json()["state"] == "ready"
 
+async def test_a_state_works_only_in_the_login_session_that_started_the_sign_in(setup: Setup):
+    """Check E5: a state is "bound to the session", not only to the member. Alice's
+    second login (another browser, someone at her unlocked computer, a leaked consent
+    link) cannot finish the sign-in her first session started; the first still can."""
+    await allow_private(setup)
+    first = await setup.host.member("alice")
+    second = await setup.host.member("alice")
+    assert first.session_token != second.session_token
+    async with AuthorizationServer() as idp, HttpDemo() as demo:
+        await mail_activated(setup, first, idp.issuer, demo.url)
+        url = (await first.post(f"{BASE}/my/connectors/mail/oauth/start")).json()["url"]
+        state = parse_qs(urlsplit(url).query)["state"][0]
+        code = await browser(url)
+        response = await second.post(f"{BASE}/my/connectors/mail/oauth/complete", json={"state": state, "code": code})
+        assert response.status_code == 400 and "unknown, expired or already used" in response.json()["error"], response.text
+        assert idp.token_requests == []  # nothing was sent to the provider
+        assert (await second.get(f"{BASE}/my/connectors/mail")).json()["state"] == "needs_oauth"
+        # Refused without using it up: the session that started it completes it.
+        response = await first.post(f"{BASE}/my/connectors/mail/oauth/complete", json={"state": state, "code": code})
+        assert response.status_code == 200 and response.json()["state"] == "ready", response.text
+
 
 def test_one_member_starting_sign_ins_over_and_over_does_not_block_the_others(monkeypatch):
     """``MAX_FLOWS`` open sign-ins were shared by every member: one member starting
@@ -303,25 +324,25 @@ def test_one_member_starting_sign_ins_over_and_over_does_not_block_the_others(mo
     def state_of(url: str) -> str:
         return parse_qs(urlsplit(url).query)["state"][0]
 
-    bob = [state_of(flows.start("bob", "mail", "idp", [], "")) for _ in range(oauth.MAX_FLOWS + 5)]
+    bob = [state_of(flows.start("bob", "s", "mail", "idp", [], "")) for _ in range(oauth.MAX_FLOWS + 5)]
     bob_flows = [f for f in flows._flows.values() if f.member_id == "bob"]
     assert len(bob_flows) == oauth.CONNECTOR_FLOWS
     assert set(flows._flows) == set(bob[-oauth.CONNECTOR_FLOWS:])  # his newest ones, still usable
-    assert flows.take("bob", "mail", bob[-1]).member_id == "bob"
+    assert flows.take("bob", "s", "mail", bob[-1]).member_id == "bob"
     # Over many connectors of his: a few in all.
     for index in range(oauth.MAX_FLOWS + 5):
-        flows.start("bob", f"c{index}", "idp", [], "")
+        flows.start("bob", "s", f"c{index}", "idp", [], "")
     assert len([f for f in flows._flows.values() if f.member_id == "bob"]) == oauth.MEMBER_FLOWS
 
-    alice = state_of(flows.start("alice", "mail", "idp", [], ""))  # not refused: bob used his own share
-    assert flows.take("alice", "mail", alice).member_id == "alice"
+    alice = state_of(flows.start("alice", "s", "mail", "idp", [], ""))  # not refused: bob used his own share
+    assert flows.take("alice", "s", "mail", alice).member_id == "alice"
 
     # The shared cap is still there, for many members at once.
     monkeypatch.setattr(oauth, "MAX_FLOWS", len(flows._flows) + 2)
-    flows.start("carol", "mail", "idp", [], "")
-    flows.start("dave", "mail", "idp", [], "")
+    flows.start("carol", "s", "mail", "idp", [], "")
+    flows.start("dave", "s", "mail", "idp", [], "")
     try:
-        flows.start("erin", "mail", "idp", [], "")
+        flows.start("erin", "s", "mail", "idp", [], "")
     except OAuthError as exc:
         assert exc.code == "oauth_busy"
     else:

@@ -110,6 +110,23 @@ async def test_a_global_connectors_login_tools_never_reach_the_agent(setup: Setu
     assert "demo__echo" in wire and not wire & login_tools
 
 
+async def test_a_members_connector_without_the_login_contract_offers_its_own_logout(setup: Setup):
+    """Only a ``"login": "qr"`` connector's ``login_status`` and ``logout`` are Skald's:
+    on a member's connector without it they are the server's tools like any other (a
+    mail server's real ``logout``), and reach the agent as pinned."""
+    from test_member_connectors import grant_remote
+    from test_oauth import allow_private
+
+    await grant_remote(setup)
+    await allow_private(setup)
+    alice = await setup.host.member("alice")
+    async with HttpDemo() as demo:
+        response = await alice.post(f"{BASE}/my/connectors", json={"remote": {"name": "mine", "url": demo.url}})
+        assert response.status_code == 201 and response.json()["state"] == "ready", response.text
+        assert {"mine__echo", "mine__login_status", "mine__logout"} <= set(response.json()["tools"])
+        assert {"mine__login_status", "mine__logout"} <= {t.name for t in running.runtime.member_tools(alice.member["id"])}
+
+
 async def test_bad_login_status_answers_are_errors_not_content(setup: Setup):
     from skald_mcp.spec import SpecError, parse_login_status
 
