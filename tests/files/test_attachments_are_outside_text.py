@@ -62,3 +62,44 @@ async def test_a_reloaded_card_says_asked_because_exactly_when_the_live_one_did(
         await sock.turn(cid, timeout=20)
     assert live["execute_cmd"]["untrusted"] is None
     assert live["write_file"]["untrusted"] == {"kind": "upload", "values": {"name": "note.txt"}}
+
+
+async def test_a_card_pending_across_the_upgrade_keeps_its_asked_because_line(tmp_path):
+    """A member file at the schema before approvals kept their reason, with two cards
+    pending (one in a frame holding an upload, one in a frame a tool result marked),
+    opened by this version: each says what it said before (operator probe: the line
+    vanished at the upgrade), and a card of an unmarked frame still says nothing."""
+    from skald_host.core.agent.store import ConversationStore
+    from skald_host.core.schema.owner import OWNER_MIGRATIONS
+    from skald_host.core.storage.database import Database
+
+    ours = next(step for step in OWNER_MIGRATIONS.steps if step.description.startswith("why an approval asks"))
+    path, key = tmp_path / "member.db", b"k" * 32
+    old = await Database.open(path, key=key, migrations=OWNER_MIGRATIONS.before(ours.version), create=True)
+    mark = '{"kind": "tool", "values": {"tool": "read_file", "detail": "uploads/c/second.txt"}}'
+
+    def rows(c):  # as that version wrote them, in plain SQL
+        c.execute("INSERT INTO conversations (id, agent_id, title) VALUES ('conv1', 'assistant', 'old')")
+        for frame, untrusted, attachments in (("f-upload", None, '[{"name": "note.txt", "path": "uploads/conv1/note.txt"}]'),
+                                              ("f-marked", mark, "[]"), ("f-plain", None, "[]")):
+            c.execute("INSERT INTO frames (id, conversation_id, agent_id, untrusted) VALUES (?, 'conv1', 'assistant', ?)", (frame, untrusted))
+            message = c.execute("INSERT INTO messages (conversation_id, frame_id, role, content, attachments) VALUES ('conv1', ?, 'user', 'hi', ?)",
+                                (frame, attachments)).lastrowid
+            c.execute("INSERT INTO tool_calls (id, message_id, conversation_id, frame_id, seq, name, arguments, status)"
+                      " VALUES (?, ?, 'conv1', ?, 0, 'write_file', '{}', 'awaiting_approval')", (f"call-{frame}", message, frame))
+            c.execute("INSERT INTO approvals (id, conversation_id, tool_call_id, tool, args_hash, status, expires_at)"
+                      " VALUES (?, 'conv1', ?, 'write_file', 'h', 'pending', '2099-01-01T00:00:00.000000Z')", (f"a-{frame}", f"call-{frame}"))
+
+    await old.transaction(rows)
+    await old.close()
+
+    db = await Database.open(path, key=key, migrations=OWNER_MIGRATIONS, create=False)
+    try:
+        pending = {a["id"]: a["untrusted"] for a in await ConversationStore(db).pending_approvals()}
+    finally:
+        await db.close()
+    assert pending == {
+        "a-f-upload": {"kind": "upload", "values": {"name": "note.txt"}},
+        "a-f-marked": {"kind": "tool", "values": {"tool": "read_file", "detail": "uploads/c/second.txt"}},
+        "a-f-plain": None,
+    }

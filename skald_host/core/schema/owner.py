@@ -3,8 +3,44 @@
 Applied at unlock, not at boot — an owner file is unreadable until its member logs in.
 """
 
+import json
+
 from skald_host.core.schema.memory import MEMORY_NOTES_STATEMENTS
 from skald_host.core.storage import Migration, MigrationSet
+
+
+def _reasons_shown_before(conn) -> None:
+    """Migration 23: a card pending across the upgrade goes on saying what it said
+    before (an operator probe saw the line vanish): the frame's outside-text mark as
+    version 22 read it for every pending card, the frame's own or a sub-agent's below
+    it, else the first attachment of a member's message in the frame. Frozen here as it
+    was, not the store's code, which may change after this step."""
+    pending = conn.execute(
+        "SELECT a.id, t.frame_id FROM approvals a JOIN tool_calls t ON t.id = a.tool_call_id"
+        " WHERE a.status = 'pending' AND t.frame_id IS NOT NULL"
+    ).fetchall()
+    for approval_id, frame_id in pending:
+        row = conn.execute(
+            "WITH RECURSIVE tree(id) AS (SELECT ? UNION SELECT f.id FROM frames f JOIN tree t ON f.caller_frame_id = t.id)"
+            " SELECT f.untrusted FROM frames f JOIN tree USING (id) WHERE f.untrusted IS NOT NULL ORDER BY f.depth LIMIT 1",
+            (frame_id,),
+        ).fetchone()
+        reason = row[0] if row is not None else None
+        if reason is None:
+            row = conn.execute(
+                "SELECT attachments FROM messages WHERE frame_id = ? AND role = 'user' AND attachments NOT IN ('', '[]') ORDER BY id LIMIT 1",
+                (frame_id,),
+            ).fetchone()
+            if row is not None:
+                try:
+                    first = json.loads(row[0])[0]
+                    name = str(first.get("name") or first.get("path") or "") if isinstance(first, dict) else str(first)
+                except (ValueError, IndexError, TypeError, AttributeError):
+                    name = ""
+                reason = json.dumps({"kind": "upload", "values": {"name": name.rsplit("/", 1)[-1]}})
+        if reason is not None:
+            conn.execute("UPDATE approvals SET untrusted = ? WHERE id = ?", (reason, approval_id))
+
 
 OWNER_MIGRATIONS = MigrationSet(
     bucket="owner",
@@ -493,9 +529,11 @@ OWNER_MIGRATIONS = MigrationSet(
             statements=(
                 # JSON {"kind", "values"}, the frame's outside text that turned an allowed
                 # call into a question, as the live card said it; NULL when a rule asked
-                # (the card has no "asked because") and in rows written before.
+                # (the card has no "asked because"). A card pending across the upgrade
+                # keeps the line it showed before (``_reasons_shown_before``).
                 "ALTER TABLE approvals ADD COLUMN untrusted TEXT",
             ),
+            apply=_reasons_shown_before,
         ),
     ),
 )
