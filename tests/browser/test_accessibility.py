@@ -20,7 +20,8 @@ WCAG_21_AA = {"runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21
 
 RICH_ANSWER = "\n".join((
     "# A heading", "Some **bold** text and `code`, math $e^{i\\pi} + 1 = 0$ and a [link](https://example.org).", "",
-    "## Second level", "", "| Name | Value |", "|---|---:|", "| a | 1 |", "", "HTML stays text: <img src=\"http://example.com/x.png\">", "",
+    "## Second level", "", "| Name | Value | A long third heading | A long fourth heading | A long fifth heading |", "|---|---:|---|---|---|",
+    "| a | 1 | wider than a phone's screen | so the table scrolls | in its own box |", "", "HTML stays text: <img src=\"http://example.com/x.png\">", "",
     "- [x] done", "- [ ] open", "",
     "```python", "def f(x):", "    return x * 2  # double", "```", "", "$$\\sum_{n=1}^{10} n = 55$$",
 ))

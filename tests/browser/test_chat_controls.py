@@ -53,10 +53,15 @@ async def test_rendering_copy_export_theme_and_the_header_title(skald, browser_p
         answer = page.locator(".msg.assistant").last
         await expect(answer).to_have_attribute("data-status", "complete")
         body = answer.locator(".msg-body")
-        # "#" is the level under the page's h1 (the conversation's title); "##" the next.
-        await expect(body.locator("h2")).to_have_text("A heading")
-        await expect(body.locator("h3")).to_have_text("Second level")
+        # The page's h1 is the conversation's title: "#" and "##" are both the level under
+        # it ("##", the usual opening of an answer, skipped a level as h3: axe heading-order).
+        await expect(body.locator("h2")).to_have_text(["A heading", "Second level"])
+        await expect(body.locator("h3")).to_have_count(0)
         await expect(body.locator("table td").first).to_have_text("a")
+        # The table scrolls in a named, focusable box (axe scrollable-region-focusable).
+        table_box = body.get_by_role("region", name="Table")
+        await expect(table_box.locator("table")).to_have_count(1)
+        await expect(table_box).to_have_attribute("tabindex", "0")
         # "|---:|" right-aligns its column, through a class (no style gets past the sanitiser).
         await expect(body.locator("table td").nth(1)).to_have_css("text-align", "right")
         await expect(body.locator("table th").nth(1)).to_have_css("text-align", "right")
@@ -91,7 +96,7 @@ async def test_rendering_copy_export_theme_and_the_header_title(skald, browser_p
         download = await info.value
         text = open(await download.path(), encoding="utf-8").read()
         assert download.suggested_filename == "Render-everything-please.md"
-        assert "## You\n\nRender everything please" in text and "| Name | Value |" in text
+        assert "## You\n\nRender everything please" in text and "| Name | Value | A long third heading" in text
         conversation = page.url.split("#chat/", 1)[1]
         exported = await page.evaluate(f"fetch('/api/conversations/{conversation}/export?format=json').then((r) => r.json())")
         assert [(m["role"], m["content"]) for m in exported["messages"]] == [("user", "Render everything please"), ("assistant", RICH_ANSWER)]

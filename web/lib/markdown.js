@@ -114,8 +114,10 @@ function createMarked() {
     renderer: {
       html: ({ text }) => escape(text),
       heading({ tokens, depth }) {
-        // The page's h1 is the conversation's title: a message's "#" is the next level.
-        const level = Math.min(6, depth + 1);
+        // The page's h1 is the conversation's title, so a message's headings start at h2:
+        // "#" and "##" are both h2 (answers mostly open with "##", which as h3 skipped a
+        // level under the h1: axe heading-order), "###" h3, and so on.
+        const level = Math.max(2, Math.min(6, depth));
         return `<h${level} class="md-heading">${this.parser.parseInline(tokens)}</h${level}>\n`;
       },
       link({ href, tokens }) {
@@ -188,6 +190,16 @@ function toFragment(html, mathBudget = MAX_MATH) {
     item.classList.add("task");
   }
   for (const pre of fragment.querySelectorAll("pre.md-code")) addCodeCopy(pre);
+  for (const table of fragment.querySelectorAll("table")) {
+    // A table wider than the message scrolls in a box of its own, which a keyboard must
+    // reach too (axe scrollable-region-focusable); the box, not the table, is the region,
+    // so the table keeps its rows and columns for a screen reader.
+    const box = document.createElement("div");
+    box.className = "md-table";
+    table.replaceWith(box);
+    box.append(table);
+    scrollableRegion(box, t("chat.table"));
+  }
   return fragment;
 }
 
