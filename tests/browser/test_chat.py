@@ -331,6 +331,8 @@ async def test_stop_during_a_slow_stream_marks_the_answer_stopped(skald, browser
         await expect(dialog).to_contain_text("Delete “Slow thoughts”?")
         await dialog.get_by_role("button", name="Delete").click()
         await expect(page.get_by_role("heading", name="Hello, carol")).to_be_visible()
+        # Focus goes where it shows, the fresh message box, not to the page (no ring there).
+        await expect(page.get_by_role("textbox", name="Message")).to_be_focused()
         # The search stays until it is cleared (as when a result is opened).
         await expect(search).to_have_value("slow")
         await expect(page.get_by_text("No conversation matches that.")).to_be_visible()

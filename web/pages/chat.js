@@ -1152,6 +1152,10 @@ class ChatView {
   gone() {
     const id = this.conversationId;
     if (!id || current !== this) return;
+    // Deleted here (by keyboard, say): the fresh composer takes the focus, where it can be
+    // seen, instead of the page itself, which shows no ring. Not on a phone, whose
+    // keyboard would cover the page.
+    if (this.deleting === id && !narrow()) focusComposer = true;
     if (this.deleting !== id) {
       deletedElsewhere = true;
       const draft = this.composer.text.value;
