@@ -31,6 +31,7 @@ from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
 from skald_hookspecs import ChannelEvent, ChannelRequestError, HostApi, MemberLocked, TtsUnavailable
 from skald_hookspecs.channels import LOCK_LOGGED_OUT, LOCK_RESTARTED
 from skald_telegram import logsafe
+from skald_telegram.held import HeldMessage, HeldStore
 from skald_telegram.outbox import TYPING_STALE_SECONDS, ChatQueue, Job, Later, Outbox, Refused, refusal_kind, retry_after_seconds
 from skald_telegram.pairing import Pairing, PairingError, display
 from skald_telegram.strings import plural_category, size_text, telegram_locale
@@ -226,6 +227,9 @@ class TelegramBot:
         self.mode = config.mode
         self.pairing = Pairing(host)
         self.outbox = Outbox(host, self._run)
+        self.held = HeldStore(host)  # a locked member's messages with files (``held.py``)
+        self._delivering: dict[str, asyncio.Lock] = {}
+        self._deliverers: set[asyncio.Task[None]] = set()
         self.username: str | None = None
         self._streams: dict[int, Stream] = {}  # chat -> the answer's round being streamed there
         self._stream_jobs: dict[str, Stream] = {}  # waiting edit's job id -> the stream it shows
@@ -380,6 +384,10 @@ class TelegramBot:
         self._seen = [i for i in seen if isinstance(i, int)] if isinstance(seen, list) else []
         await self.outbox.restore()  # what a previous run could not send yet (sent once connected)
         await self._restore_relays()  # answers a previous run was streaming when it stopped
+        unlocked = set(self.host.unlocked_members())
+        for member_id in await self.held.members():  # held while locked, unlocked since
+            if member_id in unlocked:
+                self._deliver_held_later(member_id)
         if self.connected:
             self._begin()
         else:
@@ -456,6 +464,9 @@ class TelegramBot:
         for settler in list(self._settlers):  # what is not settled yet stays stored
             settler.cancel()
         await asyncio.gather(*self._settlers, return_exceptions=True)
+        for deliverer in list(self._deliverers):  # what is not delivered yet stays held
+            deliverer.cancel()
+        await asyncio.gather(*self._deliverers, return_exceptions=True)
         if self.connected:  # never connected: nothing could leave, it all stays stored
             await self.outbox.drain(timeout=1.5)
         await self.outbox.close()
@@ -709,29 +720,118 @@ class TelegramBot:
         if message.unsupported:
             await self.say(message.chat_id, self.t("unsupported", locale), member_id)
             return
+        files = message.files
+        held = await self._hold(member_id, message, locale)
+        if held:
+            return
+        if held is None:  # could not be held: the words go on, the files are not fetched
+            files = ()
         paths = []
-        for ref in message.files:
+        for ref in files:
             saved = await self._save_file(member_id, message.chat_id, ref, locale)
             if saved is not None:
                 paths.append(saved)
-        if not paths and not message.text:
+        await self._pass_on(member_id, message.chat_id, self._words(message.text, message.forwarded_from, locale), paths, message.update_id, locale)
+
+    def _words(self, text: str, forwarded_from: str | None, locale: str) -> str:
+        if forwarded_from is None:
+            return text
+        # Someone else's words: the model and the transcript keep who wrote them.
+        key = "forwarded_from" if forwarded_from else "forwarded"
+        return self.t(key, locale, name=forwarded_from, text=text).rstrip()
+
+    async def _pass_on(self, member_id: str, chat_id: int, text: str, paths: list[str], update_id: int, locale: str) -> None:
+        if not paths and not text:
             return
-        text = message.text
-        if message.forwarded_from is not None:
-            # Someone else's words: the model and the transcript keep who wrote them.
-            key = "forwarded_from" if message.forwarded_from else "forwarded"
-            text = self.t(key, locale, name=message.forwarded_from, text=text).rstrip()
         delivery = await self.host.send_message(
-            member_id, text, attachments=tuple(paths), idempotency_key=f"telegram:{message.update_id}"
+            member_id, text, attachments=tuple(paths), idempotency_key=f"telegram:{update_id}"
         )
         if delivery.status == "accepted":
             await self.host.kv_set(f"refused:{member_id}", None)
         elif delivery.status == "sealed":
-            await self.say(message.chat_id, self.t(locked_key(delivery.lock_reason), locale), member_id)
+            await self.say(chat_id, self.t(locked_key(delivery.lock_reason), locale), member_id)
         elif delivery.reason and await self.host.member_has_grant(member_id):
-            await self.say(message.chat_id, self.t("not_delivered", locale, reason=delivery.reason), member_id)
+            await self.say(chat_id, self.t("not_delivered", locale, reason=delivery.reason), member_id)
         else:
-            await self._refuse_once(member_id, message.chat_id, locale)
+            await self._refuse_once(member_id, chat_id, locale)
+
+    # -- a locked member's files (``held.py``) ---------------------------------------
+
+    async def _hold(self, member_id: str, message: Inbound, locale: str) -> bool | None:
+        """Hold a locked member's message with files: sealed with Telegram's references
+        to them, fetched only once the member logged in (``_deliver_held``), so no file
+        of theirs lies in clear on the server's disk before that. A message that comes
+        while earlier ones are held is held behind them, so they arrive in order.
+        True: held (the member was told, or it goes on at once); False: not a message to
+        hold; None: it should have been, but cannot be sealed for this member."""
+        waiting = await self.held.waiting(member_id)
+        if not waiting and (not message.files or member_id in self.host.unlocked_members()):
+            return False
+        try:
+            sealed = await self.held.hold(member_id, HeldMessage.of(message))
+        except ChannelRequestError as exc:  # no inbox key to seal to: the files are not kept
+            log.error("telegram: a locked member's message with files could not be held: %s", type(exc).__name__)
+            if message.files:
+                await self.say(message.chat_id, self.t("download_failed", locale), member_id)
+            return None
+        try:
+            await self.host.open_for_member(member_id, sealed)
+        except MemberLocked as exc:
+            await self.say(message.chat_id, self.t(locked_key(exc.lock_reason), locale), member_id)
+        except ChannelRequestError as exc:
+            log.error("telegram: a held message does not open: %s", type(exc).__name__)
+        else:  # unlocked (meanwhile, or earlier ones are being delivered): it goes on now
+            self._deliver_held_later(member_id)
+        return True
+
+    def _deliver_held_later(self, member_id: str) -> None:
+        task = asyncio.create_task(self._deliver_held(member_id), name=f"telegram:held:{member_id}")
+        self._deliverers.add(task)
+        task.add_done_callback(self._deliverers.discard)
+
+    async def _deliver_held(self, member_id: str) -> None:
+        """The member is unlocked: their held messages, oldest first, each with its files
+        fetched now. Each is delivered once, whatever became of its files; one locked
+        again waits for the next unlock."""
+        await self._connected.wait()  # a file cannot be fetched before that
+        async with self._delivering.setdefault(member_id, asyncio.Lock()):
+            while entries := await self.held.entries(member_id):
+                update_id = entries[0]["update_id"]
+                try:
+                    held = HeldMessage.opened(await self.host.open_for_member(member_id, entries[0]["sealed"]))
+                except MemberLocked:
+                    return
+                except (ChannelRequestError, ValueError, KeyError, TypeError) as exc:
+                    log.error("telegram: a held message does not open any more, dropped: %s", type(exc).__name__)
+                    await self.held.drop(member_id, update_id)
+                    continue
+                chat_id = await self.pairing.chat_for_member(member_id)
+                if chat_id is None:  # unlinked meanwhile: nobody to tell, nothing to fetch for
+                    await self.held.forget(member_id)
+                    return
+                try:
+                    await self._deliver_one_held(member_id, chat_id, held)
+                except MemberLocked:
+                    return
+                except ChannelRequestError as exc:  # revoked or deactivated meanwhile
+                    log.warning("telegram: a held message was not delivered: %s", type(exc).__name__)
+                except Exception as exc:  # by type only: never retried forever
+                    log.error("telegram: delivering a held message failed: %s", type(exc).__name__)
+                await self.held.drop(member_id, update_id)
+
+    async def _deliver_one_held(self, member_id: str, chat_id: int, held: HeldMessage) -> None:
+        locale = await self.locale_for(member_id, held.language_code)
+        paths: list[str] = []
+        notes: list[str] = []
+        for ref in held.files:
+            # As for an unlocked member: the same limits, and the chat is told of a failure.
+            saved = await self._save_file(member_id, chat_id, ref, locale)
+            if saved is not None:
+                paths.append(saved)
+            else:  # the model (and the transcript) learn there was a file it cannot see
+                notes.append(self.t("attachment_not_fetched", locale, name=ref.filename))
+        text = "\n\n".join(part for part in (self._words(held.text, held.forwarded_from, locale), *notes) if part)
+        await self._pass_on(member_id, chat_id, text, paths, held.update_id, locale)
 
     async def _tasks_text(self, member_id: str, locale: str) -> str:
         """``/tasks``: the chat's task strip as text — running and recently failed runs."""
@@ -1282,6 +1382,7 @@ class TelegramBot:
         for chat_id, record in list(self._unsettled.items()):
             if record.get("member_id") == member_id:
                 self._settle_later(chat_id)
+        self._deliver_held_later(member_id)  # messages held while locked, if any
 
     async def _settle_relay(self, chat_id: int) -> None:
         async with self._settling.setdefault(chat_id, asyncio.Lock()):
@@ -1694,6 +1795,7 @@ class TelegramBot:
         (its end never comes: the member's turn stopped with them), and what waited for
         them (queued messages, stored jobs, buttons, flags) goes."""
         chats = await self.pairing.forget_member(member_id)
+        await self.held.forget(member_id)
         for chat_id in list(self.outbox.chats):
             await self.outbox.forget(chat_id, member_id)
         for chat_id, record in list(self._unsettled.items()):
@@ -1712,6 +1814,7 @@ class TelegramBot:
 
     async def unlink(self, member_id: str) -> None:
         chat_id = await self.pairing.unlink(member_id)
+        await self.held.forget(member_id)  # not the account's to receive any more
         if chat_id is not None:
             await self.outbox.forget(chat_id, member_id)
             await self._relay_drop(chat_id)

@@ -207,7 +207,9 @@ class Pairing:
 
     async def forget_stored_jobs(self, member_id: str) -> None:
         """With the plugin off, what its outbox (``outbox:<chat>``) and its streamed
-        answers (``relay:<chat>``) keep for the member goes from the store directly."""
+        answers (``relay:<chat>``) keep for the member goes from the store directly, as
+        do the messages held for them while they were locked (``inbound:<member>``)."""
+        await self.host.kv_set(f"inbound:{member_id}", None)
         for key in await self.host.kv_keys("relay:"):
             record = await self.host.kv_get(key)
             if isinstance(record, dict) and record.get("member_id") == member_id:

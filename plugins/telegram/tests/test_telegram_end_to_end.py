@@ -260,7 +260,8 @@ async def test_a_locked_member_is_told_to_log_in_and_answered_after_unlocking(se
     for path in settings.database_dir.rglob("system.db*"):
         assert canary.encode() not in path.read_bytes(), path
 
-    # A document sent while locked waits in the member's uploads, its path sealed too.
+    # A document sent while locked waits at Telegram, its reference sealed with the words
+    # (fetched after the unlock: test_telegram_locked_attachments.py).
     setup.api.add_file("doc-1", b"%PDF-1.4 locked document")
     setup.api.send(ALICE_CHAT, caption="and this file", document={"file_id": "doc-1", "file_name": "notes.pdf"})
     await setup.api.wait_texts(ALICE_CHAT, before + 2)
