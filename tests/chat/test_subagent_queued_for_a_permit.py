@@ -1,8 +1,10 @@
 """A delegation that must wait for a permit is written ``queued`` first (seed 004 §3.1
-step 2), for a single run as for a batch: a probe found helpers waiting for the
-member's approval holding all of the member's permits
-(``max_concurrent_runs_per_member``), and a further conversation's execute_task calls
-hung invisibly — no run row, an empty task strip — until those approvals expired.
+step 2), for a single run as for a batch: a probe found helpers holding all of the
+member's permits (``max_concurrent_runs_per_member``), and a further conversation's
+execute_task calls hung invisibly — no run row, an empty task strip — until those
+helpers ended. The helpers holding them here run a long tool (the probe's ``wait``,
+allowed): a helper waiting for its member's approval holds none any more
+(``test_subagent_permits_while_waiting``).
 
 A real host and the scripted model server; responders keyed on what each request asks."""
 
@@ -14,9 +16,9 @@ import pytest
 
 from skald_host.testing import Hang, Reply, ToolCall
 
-from .support import MODEL_A, ChatSocket, configure_models, eventually, last, new_conversation, runs
+from .support import MODEL_A, ChatSocket, allow_tool, configure_models, eventually, last, new_conversation, runs
 
-HOLD = "Note it."  # a helper's task: it asks the member's approval, holding its permit while it waits
+HOLD = "Wait for it."  # a helper's task: it runs the probe's ``wait`` (allowed), holding its permit until released
 WAITS = "Look it up."  # the tasks that wait for a permit
 
 
@@ -31,7 +33,7 @@ def asked_for(chat: Any, task: str) -> int:
 def respond(request: Any) -> Reply | Hang:
     said = users(request)
     if HOLD in said:
-        return Reply("Noted.") if last(request)["role"] == "tool" else Reply(tool_calls=[ToolCall("write_note", {"path": "a.txt"})])
+        return Reply("Waited.") if last(request)["role"] == "tool" else Reply(tool_calls=[ToolCall("wait", {"text": "long"})])
     if any(s.startswith(WAITS) for s in said):
         return Reply("Found it.")
     if last(request)["role"] == "tool":
@@ -44,23 +46,23 @@ def respond(request: Any) -> Reply | Hang:
 
 
 async def hold_every_permit(chat: Any, alice: Any, sock: ChatSocket, count: int) -> list[str]:
-    """``count`` conversations, each with a helper waiting for the member's approval."""
+    """``count`` conversations, each with a helper running the probe's ``wait``."""
+    await allow_tool(chat.admin, "wait")
     held = []
     for _ in range(count):
         cid = await new_conversation(alice)
         start = len(sock.events)
-        await sock.send(cid, "Ask a helper to note it.")
-        await sock.wait_event(cid, "approval_required", start=start)
+        await sock.send(cid, "Ask a helper to wait.")
+        await sock.wait_event(cid, "tool_start", start=start, depth=1, name="wait")
         held.append(cid)
     return held
 
 
 async def test_single_runs_waiting_for_a_permit_are_queued_visible_and_cancellable_from_the_strip(chat):
-    """The probe's repro: four helpers waiting for approval hold the member's four
-    permits; a fifth conversation's three execute_task calls are three queued runs, in
-    its runs and its task strip (announced, so the strip reads them), and the strip's
-    Cancel ends one at once without a request; the rest run once the approvals are
-    answered."""
+    """The probe's repro: four running helpers hold the member's four permits; a fifth
+    conversation's three execute_task calls are three queued runs, in its runs and its
+    task strip (announced, so the strip reads them), and the strip's Cancel ends one at
+    once without a request; the rest run once the helpers end."""
     await configure_models(chat.admin, chat.server)
     alice = await chat.host.member("alice")
     chat.server.responder = respond
@@ -80,9 +82,7 @@ async def test_single_runs_waiting_for_a_permit_are_queued_visible_and_cancellab
         assert response.json() == {"cancelled": True}
         assert [r["status"] for r in await runs(alice, cid) if r["id"] == cancelled] == ["cancelled"]
 
-        for held_cid in held:
-            [pending] = (await alice.get(f"/api/conversations/{held_cid}")).json()["approvals"]
-            await sock.approve(pending["id"], "deny")
+        chat.probe.release.set()
         for held_cid in held:
             await sock.turn(held_cid)
         await sock.turn(cid)
@@ -105,8 +105,7 @@ async def test_a_stop_cancels_a_single_run_waiting_for_a_permit(chat):
         assert (await alice.post(f"/api/conversations/{cid}/stop")).status_code == 200
         await sock.turn(cid)
         await eventually(lambda: _statuses(alice, cid, ["cancelled"]), what="the run cancelled")
-        [pending] = (await alice.get(f"/api/conversations/{held}")).json()["approvals"]
-        await sock.approve(pending["id"], "deny")
+        chat.probe.release.set()
         await sock.turn(held)
     assert asked_for(chat, WAITS) == 0
     assert [r["status"] for r in await runs(alice, cid)] == ["cancelled"]
@@ -115,7 +114,8 @@ async def test_a_stop_cancels_a_single_run_waiting_for_a_permit(chat):
 @pytest.mark.parametrize("chat_settings", [{"subagents": {"max_concurrent_runs_per_member": 1}}])
 async def test_a_single_run_waiting_for_a_permit_is_the_same_run_after_a_restart(chat):
     """The member's file locks (a logout) while the run waits: after the next login its
-    call runs again and takes up the same run, which runs then."""
+    call runs again and takes up the same run, which runs then (the holding helper's
+    cut ``wait`` is not run again: it ends, and gives the permit back)."""
     await configure_models(chat.admin, chat.server)
     alice = await chat.host.member("alice")
     chat.server.responder = respond
@@ -128,10 +128,7 @@ async def test_a_single_run_waiting_for_a_permit_is_the_same_run_after_a_restart
     assert (await alice.post("/api/auth/logout")).status_code in (200, 204)
 
     again = await chat.host.member("alice")
-    async with ChatSocket(again) as sock:  # connecting resumes the member's chat
-        await eventually(lambda: _pending_approval(again, held), what="the helper's approval asked again")
-        [pending] = (await again.get(f"/api/conversations/{held}")).json()["approvals"]
-        await sock.approve(pending["id"], "deny")
+    async with ChatSocket(again):  # connecting resumes the member's chat
         await eventually(lambda: _statuses(again, cid, ["completed"]), what="the run completed")
     [after] = await runs(again, cid)
     assert after["id"] == before["id"]
@@ -140,7 +137,3 @@ async def test_a_single_run_waiting_for_a_permit_is_the_same_run_after_a_restart
 
 async def _statuses(client: Any, cid: str, expected: list[str]) -> bool:
     return sorted(r["status"] for r in await runs(client, cid)) == expected
-
-
-async def _pending_approval(client: Any, cid: str) -> bool:
-    return len((await client.get(f"/api/conversations/{cid}")).json()["approvals"]) == 1

@@ -44,6 +44,14 @@ function introText(handOff) {
   return without.length ? `${t("agents.intro")} ${t("agents.intro_some_not", { assistants: without.join(", ") })}` : t("agents.intro");
 }
 
+/** When the run started (``started_at``, kept across a restart), not when it was asked
+ * for: a run waiting for a free slot has not started, and says since when it waits. */
+function startedText(run) {
+  if (run.started_at) return formatDate(run.started_at);
+  if (run.status === "queued") return t("agents.run_waiting_since", { since: formatDate(run.created_at) });
+  return t("agents.run_never_started");
+}
+
 export async function renderAgents(ctx) {
   const response = await api("GET", "/api/agent-definitions");
   const page = el("div", { class: "page agents-page" }, pageHeader(t("agents.title"), introText(response.ok ? response.data.hand_off : null)));
@@ -64,7 +72,7 @@ export async function renderAgents(ctx) {
     el("thead", {}, el("tr", {}, ...["agents.run_agent", "agents.run_status", "agents.run_task", "agents.run_started"].map((k) => el("th", { text: t(k) })))),
     el("tbody", {}, ...runs.map((run) => el("tr", { "data-run-id": run.id },
       el("td", { text: titleOf(run.agent_id) }), el("td", { text: taskStatus(run.status) }),
-      el("td", {}, link(`#chat/${encodeURIComponent(run.conversation_id)}`, run.task)), el("td", { text: formatDate(run.created_at) })))));
+      el("td", {}, link(`#chat/${encodeURIComponent(run.conversation_id)}`, run.task)), el("td", { text: startedText(run) })))));
   page.append(section(t("agents.runs"), runs.length ? el("div", { class: "table-wrap" }, table) : el("p", { class: "muted", text: t("agents.runs_none") })));
   return page;
 }

@@ -365,11 +365,12 @@ class Scope:
             await self.settle(self.call_id)
         runtime = self.kernel.runtime
         try:
-            return await runtime.questions.ask(
-                self.frame.conversation_id, self.plugin_id, message, fields,
-                timeout=timeout, cancelled=runtime.cancel_event(self.frame.conversation_id),
-                asker={"frame_id": self.frame.id, "agent": self.agent.id} if self.frame.depth > 0 else None,
-            )
+            async with runtime.subagents.waiting(self):  # a helper holds no run permit while its member answers
+                return await runtime.questions.ask(
+                    self.frame.conversation_id, self.plugin_id, message, fields,
+                    timeout=timeout, cancelled=runtime.cancel_event(self.frame.conversation_id),
+                    asker={"frame_id": self.frame.id, "agent": self.agent.id} if self.frame.depth > 0 else None,
+                )
         except QuestionError as exc:
             raise ValueError(str(exc)) from None
 
@@ -1504,7 +1505,9 @@ class Kernel:
             try:
                 # Until the card's end (``expires_at``), not for ever: a card left pending
                 # past it could still be approved, and ran (a crash-kill probe, SECURITY G2).
-                status = await asyncio.wait_for(self.runtime.waiters.wait(approval["id"]), seconds_left(approval["expires_at"]))
+                # A helper holds no run permit meanwhile (``SubagentCoordinator.waiting``).
+                async with self.runtime.subagents.waiting(scope):
+                    status = await asyncio.wait_for(self.runtime.waiters.wait(approval["id"]), seconds_left(approval["expires_at"]))
             except asyncio.TimeoutError:
                 await self._expire_approval(scope, approval["id"])
                 settled = await self.store.approval(approval["id"])  # the member's answer may have come first

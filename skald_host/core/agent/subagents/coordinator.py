@@ -23,6 +23,7 @@ owns it, and a runtime that is gone must not be kept alive by its own helper.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -30,7 +31,7 @@ import time
 import weakref
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Sequence
 
 from skald_hookspecs.types import ToolError
 from skald_host.core.agent.definitions import AgentDefinition, AgentError
@@ -183,7 +184,8 @@ class _Existing(Exception):
 class Permits:
     """Step permits: a run holds one of the host's, one of its member's and one of its
     conversation's while it runs; a caller waiting for delegated runs gives them back
-    (seed 004 §3.1 step 3). The member's share is the host's own addition: with the
+    (seed 004 §3.1 step 3), and so does a run waiting for its member's answer to a card
+    (``SubagentCoordinator.waiting``). The member's share is the host's own addition: with the
     host's alone, one member's runs could hold every permit and stall everyone else's
     delegations for as long as they ran."""
 
@@ -216,6 +218,18 @@ class Permits:
         self.session.release()
 
 
+@dataclass(eq=False)
+class _HandedBack:
+    """One run's permits given back while it waits (``SubagentCoordinator.waiting``):
+    how many of its calls wait now (a round's calls run side by side: two approval
+    cards, or a card beside an execute_task), and whether a take-back is under way.
+    The permits are given back by the first call that waits and taken back by the
+    last one's end, once each."""
+
+    waiting: int = 0
+    taking: bool = False
+
+
 class SubagentCoordinator:
     def __init__(self, runtime: "MemberRuntime", limits: OrchestrationLimits, host_permits: asyncio.Semaphore) -> None:
         self._runtime = weakref.ref(runtime)
@@ -237,6 +251,8 @@ class SubagentCoordinator:
         self._mailboxes: dict[str, TurnMailbox] = {}  # the running root turn's, per conversation
         self._steer_hint: set[str] = set()  # conversations whose steer events may be pending
         self._tree_in_flight: dict[str, int] = {}  # single runs per tree whose accepting write may be under way
+        self._handed_back: dict[str, _HandedBack] = {}  # runs whose permits are given back while they wait
+        self._taking_back: set[asyncio.Task[None]] = set()  # a cancelled wait's take-backs (``waiting``)
 
     @property
     def runtime(self) -> "MemberRuntime":
@@ -248,6 +264,67 @@ class SubagentCoordinator:
     def permits(self, conversation_id: str) -> Permits:
         session = self._session_permits.setdefault(conversation_id, asyncio.Semaphore(self.limits.max_concurrent_runs_per_session))
         return Permits(self._host_permits, self._member_permits, session)
+
+    @contextlib.asynccontextmanager
+    async def waiting(self, scope: "Scope") -> AsyncIterator[None]:
+        """A run that waits for something no step of its own brings — its helpers'
+        answers (seed 004 §3.1 step 3), its member's answer to an approval or a
+        question card — holds no permit while it waits: unanswered cards would
+        otherwise hold every permit of the member (or of the host) until they expire,
+        and every other delegation would wait as long. Afterwards it takes them again,
+        written ``queued`` and announced as any run waiting for one is when none is
+        free now, and ``running`` once it has them (§8.16: however the wait ended).
+        The conversation's own agent holds no permit: nothing to give back."""
+        run = scope.run
+        if run is None:
+            yield
+            return
+        permits = self.permits(scope.frame.conversation_id)
+        state = self._handed_back.setdefault(run.run_id, _HandedBack())
+        state.waiting += 1
+        if state.waiting == 1 and not state.taking:  # a take-back under way gives them back when it has them
+            permits.release()
+        cancelled = False
+        try:
+            yield
+        except asyncio.CancelledError:
+            cancelled = True
+            raise
+        finally:
+            state.waiting -= 1
+            if state.waiting == 0 and not state.taking:
+                state.taking = True
+                if cancelled:
+                    # A Stop, the run's cancel or time limit, the server stopping: the run
+                    # does not wait for a permit to end. Its runner gives its permits back
+                    # as it ends; they are taken here once free, so the count stays whole.
+                    taking = asyncio.ensure_future(self._take_back(scope, state, permits))
+                    self._taking_back.add(taking)
+                    taking.add_done_callback(self._taking_back.discard)
+                else:
+                    await asyncio.shield(self._take_back(scope, state, permits))
+
+    async def _take_back(self, scope: "Scope", state: _HandedBack, permits: Permits) -> None:
+        """``waiting``'s end, with ``state.taking`` set by its caller."""
+        run = scope.run
+        assert run is not None
+        try:
+            if not await permits.try_acquire():
+                try:
+                    if not self._closed and await self.store.queued_again(run.run_id, run.execution_id):
+                        self.runtime.kernel.emit(scope.frame, "agent_queued", agent=scope.agent.id, run_id=run.run_id, mode=run.mode, index=run.index)
+                except Exception:  # only what the run says while it waits: the permits are taken all the same
+                    log.warning("member %s: run %s could not be marked queued", self._member_id, run.run_id, exc_info=True)
+                await permits.acquire()
+        finally:
+            state.taking = False
+        if state.waiting > 0:  # a call began waiting while they were taken: its end takes them back
+            permits.release()
+            return
+        if self._handed_back.get(run.run_id) is state:
+            del self._handed_back[run.run_id]
+        if not self._closed:
+            await self.store.running_again(run.run_id, run.execution_id)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -464,8 +541,7 @@ class SubagentCoordinator:
         if run is not None:
             await self.store.waiting_delegates(run.run_id, run.execution_id)
             runtime.kernel.emit(caller.frame, "agent_waiting", run_id=run.run_id)
-            self.permits(caller.frame.conversation_id).release()
-        try:
+        async with self.waiting(caller):
             if single:
                 template = RunContext("", "", tree_id, ancestry + (definitions[0].id,), depth, mode, limits[0], new_runs[0].signal_contract)
                 tasks = [asyncio.ensure_future(
@@ -477,10 +553,6 @@ class SubagentCoordinator:
                     for a, d, ctx, (_, task) in zip(accepted, definitions, contexts, requests)
                 ]
             outcomes = await asyncio.gather(*tasks, return_exceptions=True)
-        finally:
-            if run is not None:  # §8.16: however the wait ended
-                await asyncio.shield(self.permits(caller.frame.conversation_id).acquire())
-                await asyncio.shield(self.store.running_again(run.run_id, run.execution_id))
         if runtime.kernel.interrupted() and any(isinstance(o, asyncio.CancelledError) for o in outcomes):
             # The server stopping (or the file locking) cancelled the runs, not the member:
             # the call stays unfinished, as after a crash, for recovery to take the runs up
@@ -593,7 +665,7 @@ class SubagentCoordinator:
         *, settle: Any = None,
     ) -> str:
         """``_single`` when its permits are all taken (the member's other runs hold
-        them, waiting for an approval, say): the run is written ``queued`` before it
+        them, running): the run is written ``queued`` before it
         waits (§3.1 step 2), keyed by its call (settled first: the row names it), so it
         is in the conversation's runs and the task strip while it waits, cancellable
         there and by a Stop, and a restart takes it up again by the same id (the call

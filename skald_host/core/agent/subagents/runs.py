@@ -219,11 +219,13 @@ class RunStore:
 
     async def new_attempt(self, run_id: str) -> str | None:
         """A fresh execution id for a live run taken up again (after a restart): the
-        attempt before it can no longer write. None when the run is terminal."""
+        attempt before it can no longer write. None when the run is terminal. The cause
+        of the cut its close wrote (``mark_cut``, for recovery to read) is cleared: the
+        run goes on, and was shown "the server stopped while this ran" while it did."""
         execution_id = new_id()
         row = await self.db.transaction(
             lambda c: c.execute(
-                f"UPDATE agent_runs SET execution_id = ?, runtime_generation = ?, status = 'queued', revision = revision + 1"
+                f"UPDATE agent_runs SET execution_id = ?, runtime_generation = ?, status = 'queued', error = NULL, revision = revision + 1"
                 f" WHERE id = ? AND status IN {_LIVE_SQL} RETURNING id",
                 (execution_id, self.generation, run_id),
             ).fetchone()
@@ -246,8 +248,8 @@ class RunStore:
     async def started(self, run_id: str, execution_id: str, frame_id: str) -> bool:
         def write(conn: Any) -> bool:
             row = conn.execute(
-                f"UPDATE agent_runs SET status = 'running', frame_id = ?, started_at = coalesce(started_at, {NOW}), revision = revision + 1"
-                " WHERE id = ? AND execution_id = ? AND status = 'queued' RETURNING id",
+                f"UPDATE agent_runs SET status = 'running', frame_id = ?, started_at = coalesce(started_at, {NOW}), error = NULL,"
+                " revision = revision + 1 WHERE id = ? AND execution_id = ? AND status = 'queued' RETURNING id",
                 (frame_id, run_id, execution_id),
             ).fetchone()
             return row is not None
@@ -267,9 +269,15 @@ class RunStore:
     async def waiting_delegates(self, run_id: str, execution_id: str) -> bool:
         return await self._transition(run_id, execution_id, "waiting_delegates", ("running",))
 
+    async def queued_again(self, run_id: str, execution_id: str) -> bool:
+        """A started run that gave its permits back while it waited (for its helpers, for
+        its member's answer) and finds none free now: it waits for one as a run not
+        started yet does, and says so (``started_at`` and its frame stay its own)."""
+        return await self._transition(run_id, execution_id, "queued", ("running", "waiting_delegates"))
+
     async def running_again(self, run_id: str, execution_id: str) -> bool:
-        """§8.16: the symmetric half of ``waiting_delegates``."""
-        return await self._transition(run_id, execution_id, "running", ("waiting_delegates",))
+        """§8.16: the symmetric half of ``waiting_delegates`` (and of ``queued_again``)."""
+        return await self._transition(run_id, execution_id, "running", ("waiting_delegates", "queued"))
 
     async def commit_terminal(
         self, run_id: str, execution_id: str | None, status: str, *, result: str | None = None, error: str | None = None,
