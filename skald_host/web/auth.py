@@ -267,11 +267,12 @@ async def gate_request() -> None:
 
 def plugin_session_id(plugin_id: str, session: Session | None) -> str | None:
     """``Caller.session_id``: the session's handle as one plugin sees it. Derived from
-    the token's digest and the plugin's id, so it is stable for the session, reveals
-    neither the token nor ``Session.id``, and two plugins get different handles."""
+    the session's random ``handle`` (not the token, which a password change replaces
+    mid-session) and the plugin's id, so it is stable for the session, reveals neither
+    the token nor ``Session.id``, and two plugins get different handles."""
     if session is None:
         return None
-    return hashlib.sha256(f"skald-plugin-session\0{plugin_id}\0{session.token_digest}".encode()).hexdigest()[:32]
+    return hashlib.sha256(f"skald-plugin-session\0{plugin_id}\0{session.handle}".encode()).hexdigest()[:32]
 
 
 def audit_plugin_refusal(response: Any) -> None:

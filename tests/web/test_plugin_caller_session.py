@@ -51,3 +51,20 @@ async def test_each_login_session_has_its_own_handle_per_plugin(skald):
     assert await handle(second) != one  # another login of the same member
     assert await handle(first, "probe-two") != one  # another plugin cannot match it up
     assert first.session_token not in one and one not in first.session_token
+
+
+async def test_the_handle_outlives_a_password_change_in_the_same_session(skald):
+    """A password change gives the session a new token (``rotate``) and keeps the
+    session: a sign-in begun before it (an OAuth state) is still the same session's."""
+    from skald_host.testing.host import MEMBER_PASSWORD
+
+    host = await skald.start(plugins=[SessionProbe("probe-one")])
+    await host.setup_admin()
+    await host.core.set_plugin_enabled("probe-one", True)
+    alice = await host.member("alice")
+    before = (await alice.get("/api/plugin/probe-one/session")).json()["session_id"]
+    changed = await alice.post("/api/auth/password", json={"current_password": MEMBER_PASSWORD, "new_password": "a new long password for alice"})
+    assert changed.status_code == 200, changed.text
+    after = await alice.get("/api/plugin/probe-one/session")
+    assert after.status_code == 200, after.text
+    assert after.json()["session_id"] == before

@@ -10,6 +10,7 @@ half-way.
 from __future__ import annotations
 
 import functools
+import secrets
 from importlib.resources import files
 from typing import Any, Awaitable, Callable
 
@@ -35,10 +36,14 @@ MAX_ACCEPTED = 1000
 def login_session(caller: Any) -> str:
     """The credential a request came with, for binding a sign-in's ``state`` to it
     (check E5): the login session's opaque handle, or the device token's id. The two
-    are kept apart by their prefix."""
+    are kept apart by their prefix. A caller with neither gets a value no later request
+    has, so its sign-in can never be completed (fail closed), not one shared by all such
+    callers of the member."""
     if caller.session_id:
         return f"session:{caller.session_id}"
-    return f"device:{caller.device_id}"
+    if caller.device_id:
+        return f"device:{caller.device_id}"
+    return f"none:{secrets.token_hex(16)}"
 
 
 def build_blueprint(host: HostApi) -> Blueprint:

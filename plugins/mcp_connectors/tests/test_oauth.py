@@ -347,3 +347,16 @@ def test_one_member_starting_sign_ins_over_and_over_does_not_block_the_others(mo
         assert exc.code == "oauth_busy"
     else:
         raise AssertionError("the shared cap let one more flow in")
+
+
+def test_a_caller_with_no_credential_handle_can_never_complete_a_sign_in():
+    """Neither a session nor a device: each request gets a binding of its own, so the
+    state a start gave can never match a completion (fail closed); once all such callers
+    of a member shared one."""
+    from skald_hookspecs import Caller
+    from skald_mcp.routes import login_session
+
+    bare = Caller("m1", "alice", "Alice", "en", False)
+    assert login_session(bare) != login_session(bare)
+    assert login_session(Caller("m1", "alice", "Alice", "en", False, device_id="d1")) == "device:d1"
+    assert login_session(Caller("m1", "alice", "Alice", "en", False, session_id="s1")) == "session:s1"

@@ -45,6 +45,9 @@ class Session:
     last_seen: float
     kind: Literal["web", "bearer"] = "web"
     listeners: list[RevokeListener] = field(default_factory=list)
+    #: Random, never shown, the same for the session's whole life (a password change's
+    #: ``rotate`` replaces the token, not this): what ``Caller.session_id`` derives from.
+    handle: str = field(default_factory=lambda: secrets.token_hex(16))
 
     @property
     def id(self) -> str:
