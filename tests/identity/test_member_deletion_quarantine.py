@@ -112,3 +112,36 @@ async def test_a_deleted_members_own_project_is_erased_and_a_shared_one_trashed(
     info = await host.core.backups.take()
     assert _traces(info.path, bob_id) == []
     assert list(info.path.rglob("plan.txt"))  # the shared project's trash is backed up as before
+
+
+async def test_a_deletion_whose_projects_cannot_be_removed_still_clears_the_quarantine_and_the_start(skald, monkeypatch):
+    """A deleted member's project folder that cannot be removed (a sandbox's chmod, a
+    read-only disk) once stopped the deletion before the quarantine's clear copies, and
+    made every later start fail in the reconciler. The copies go, the mark stays, the
+    start goes on, and the next reconcile finishes the deletion."""
+    from skald_host.core.folders.service import FolderService
+
+    host = await skald.start()
+    admin = await host.admin()
+    bob = await host.member("bob")
+    bob_id = bob.member["id"]
+    quarantine = host.settings.data_dir / "database" / "quarantine"
+    quarantine.mkdir(exist_ok=True)
+    copy = quarantine / f"{bob_id}.20240101T000000Z.unreadable.db"
+    copy.write_bytes(SECRET)
+    original = FolderService.finish_deletion
+
+    def stuck(self, member_id, note):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(FolderService, "finish_deletion", stuck)
+    response = await admin.delete(f"/api/admin/members/{bob_id}")
+    assert response.status_code == 200, response.text
+    assert not copy.exists()  # the clear copy went all the same
+    mark = quarantine / f"{bob_id}.deleting"
+    assert mark.exists()  # the rest is still to finish
+    await host.core.users.reconcile()  # what the next start runs: no exception
+    assert mark.exists()
+    monkeypatch.setattr(FolderService, "finish_deletion", original)
+    await host.core.users.reconcile()
+    assert not mark.exists()

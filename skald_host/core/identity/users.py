@@ -1392,12 +1392,20 @@ class UserManager:
             notes = json.loads(read_deletion_note(self.quarantine_dir(), member_id) or b"null")
         except ValueError:
             notes = None
+        failed: OSError | None = None
         for participant in self.deletion_participants:
-            participant.finish_deletion(member_id, notes.get(participant.deletion_name) if isinstance(notes, dict) else None)
+            try:
+                participant.finish_deletion(member_id, notes.get(participant.deletion_name) if isinstance(notes, dict) else None)
+            except OSError as exc:  # the quarantine's clear copies still go; the mark stays for the next start
+                log.error("member %s: what %s removes with them could not all be removed: %s", member_id,
+                          participant.deletion_name, exc.strerror or type(exc).__name__)
+                failed = failed or exc
         crash_point("delete.before_quarantine")
-        removed = remove_entries_of(self.quarantine_dir(), member_id)
+        removed = remove_entries_of(self.quarantine_dir(), member_id, keep_mark=failed is not None)
         if removed:
             log.info("member %s: %d entries in the quarantine removed with them", member_id, len(removed))
+        if failed is not None:
+            raise failed
 
     async def reconcile(self) -> dict[str, list[str]]:
         """Boot-time check of registry vs files (G5): an owner file with no member row
@@ -1411,7 +1419,10 @@ class UserManager:
                 unmark_deletion(self.quarantine_dir(), member_id)
             else:
                 log.warning("member %s: a deletion cut short by a stop; removing their files", member_id)
-                await asyncio.to_thread(self._finish_deletion, member_id)
+                try:
+                    await asyncio.to_thread(self._finish_deletion, member_id)
+                except OSError:  # said (by path kind, not content) in the log; the mark stays: the next start tries again
+                    log.error("member %s: their files could not all be removed; the server starts, and tries again at its next start", member_id)
         for path in sorted(self.database_dir.glob("*.db")):
             if _MEMBER_ID.match(path.stem) and path.stem not in ids:
                 quarantine(path, "unregistered")

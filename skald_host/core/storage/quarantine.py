@@ -172,7 +172,7 @@ def marked_deletions(quarantine_dir: Path) -> list[str]:
                   if re.fullmatch(r"[0-9a-f]{32}", p.name.removesuffix(DELETION_MARK_SUFFIX)))
 
 
-def remove_entries_of(quarantine_dir: Path, member_id: str) -> list[str]:
+def remove_entries_of(quarantine_dir: Path, member_id: str, *, keep_mark: bool = False) -> list[str]:
     """Remove everything of ``member_id`` in the quarantine (files, folders whole, links
     as links, never followed), the deletion mark last, so a failure midway is taken up
     again at the next start. Returns the names removed. Raises OSError when one cannot
@@ -189,8 +189,9 @@ def remove_entries_of(quarantine_dir: Path, member_id: str) -> list[str]:
         erase_tree(entry)
         removed.append(entry.name)
     fsync_dir(quarantine_dir)
-    mark.unlink(missing_ok=True)
-    fsync_dir(quarantine_dir)
+    if not keep_mark:  # kept: something else of the deletion is still to finish
+        mark.unlink(missing_ok=True)
+        fsync_dir(quarantine_dir)
     return removed
 
 
@@ -214,9 +215,12 @@ def erase_tree(path: Path) -> None:
             raise error[1]
         # The folder the entry is in (removal) or the folder itself (listing it).
         folder = failed if function in (os.open, os.scandir, os.listdir) else os.path.dirname(failed)
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # O_PATH opens a folder without its read bit (mode 000, 300), which O_RDONLY
+        # cannot; such a descriptor takes no fchmod, so the mode is set through its
+        # /proc link, which names exactly the folder opened, not a link swapped in.
+        fd = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
-            os.fchmod(fd, 0o700)
+            os.chmod(f"/proc/self/fd/{fd}", 0o700)
         finally:
             os.close(fd)
         if function in (os.open, os.scandir, os.listdir):
