@@ -146,6 +146,45 @@ async def test_a_helper_whose_card_is_answered_while_every_permit_is_taken_waits
     assert helper_requests(chat, NOTE, after_a_tool=True) == 1
 
 
+@pytest.mark.parametrize("chat_settings", [{"subagents": {"max_concurrent_runs_per_member": 1}}])
+async def test_a_stop_while_the_answered_helper_waits_queued_ends_it_and_the_permit_count_stays_whole(chat):
+    """The answered helper is queued again (no permit free), then its conversation is
+    stopped: the run ends there and then instead of waiting for a permit, and once the
+    slow helper is done the member's one permit serves the next delegation (a take-back
+    left running unseen, or a permit given twice, would show as a run stuck queued or
+    two running at once)."""
+    await configure_models(chat.admin, chat.server)
+    alice = await chat.host.member("alice")
+    release = asyncio.Event()
+    chat.server.responder = responder(release)
+    async with ChatSocket(alice) as sock:
+        [held] = await helpers_waiting_for_cards(alice, sock, 1)
+        slow = await new_conversation(alice)
+        await sock.send(slow, "One slow lookup.")
+        await eventually(lambda: helper_requests(chat, SLOW) == 1, what="the slow helper's request")
+        start = len(sock.events)
+        [card] = (await alice.get(f"/api/conversations/{held}")).json()["approvals"]
+        await sock.approve(card["id"], "deny")
+        await sock.wait_event(held, "agent_queued", start=start)
+
+        assert (await alice.post(f"/api/conversations/{held}/stop")).status_code == 200
+        await sock.turn(held)
+        await eventually(lambda: _ended(alice, held), what="the stopped helper's run ended")
+        assert helper_requests(chat, NOTE, after_a_tool=True) == 0
+
+        release.set()
+        await sock.turn(slow)
+        after = await new_conversation(alice)
+        await sock.send(after, "One lookup.")
+        await sock.turn(after)
+    assert [r["status"] for r in await runs(alice, after)] == ["completed"]
+    assert [r["status"] for r in await runs(alice, slow)] == ["completed"]
+
+
+async def _ended(client: Any, cid: str) -> bool:
+    return all(r["status"] not in ("queued", "running", "waiting") for r in await runs(client, cid))
+
+
 async def test_a_foreground_run_taken_up_after_a_restart_shows_no_error_while_it_runs(chat, skald):
     """The cut wrote "the server stopped while this ran" into the run for recovery to
     read; the run taken up again is queued and running without it."""

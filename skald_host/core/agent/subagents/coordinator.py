@@ -294,15 +294,17 @@ class SubagentCoordinator:
             state.waiting -= 1
             if state.waiting == 0 and not state.taking:
                 state.taking = True
-                if cancelled:
-                    # A Stop, the run's cancel or time limit, the server stopping: the run
-                    # does not wait for a permit to end. Its runner gives its permits back
-                    # as it ends; they are taken here once free, so the count stays whole.
-                    taking = asyncio.ensure_future(self._take_back(scope, state, permits))
-                    self._taking_back.add(taking)
-                    taking.add_done_callback(self._taking_back.discard)
-                else:
-                    await asyncio.shield(self._take_back(scope, state, permits))
+                # A task of its own, kept in ``_taking_back`` (``close`` ends what is left):
+                # a Stop, the run's cancel or time limit, the server stopping does not
+                # make the run wait for a permit to end, whether it came during the wait
+                # or while the permits were being taken back (the run queued again). Its
+                # runner gives its permits back as it ends; they are taken here once
+                # free, so the count stays whole.
+                taking = asyncio.ensure_future(self._take_back(scope, state, permits))
+                self._taking_back.add(taking)
+                taking.add_done_callback(self._taking_back.discard)
+                if not cancelled:
+                    await asyncio.shield(taking)
 
     async def _take_back(self, scope: "Scope", state: _HandedBack, permits: Permits) -> None:
         """``waiting``'s end, with ``state.taking`` set by its caller."""
@@ -345,7 +347,7 @@ class SubagentCoordinator:
         only the cause of the cut (``shutdown``, ``locked``: ``runs.mark_cut``), so that
         a run cut by a sign-out is not said to have met a server that stopped."""
         self._closed = True
-        tasks = list(self._tasks.values()) + ([self._worker] if self._worker else [])
+        tasks = list(self._tasks.values()) + ([self._worker] if self._worker else []) + list(self._taking_back)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
