@@ -815,9 +815,24 @@ class TelegramBot:
                     return
                 except ChannelRequestError as exc:  # revoked or deactivated meanwhile
                     log.warning("telegram: a held message was not delivered: %s", type(exc).__name__)
+                    await self._tell_not_delivered(member_id, chat_id, held, refused=True)
                 except Exception as exc:  # by type only: never retried forever
                     log.error("telegram: delivering a held message failed: %s", type(exc).__name__)
+                    await self._tell_not_delivered(member_id, chat_id, held, refused=False)
                 await self.held.drop(member_id, update_id)
+
+    async def _tell_not_delivered(self, member_id: str, chat_id: int, held: HeldMessage, *, refused: bool) -> None:
+        """A held message that is dropped undelivered is never dropped unsaid: the chat
+        is told (the member's access was withdrawn, as a live message is told; or it
+        failed here), so the member knows to send it again."""
+        try:
+            locale = await self.locale_for(member_id, held.language_code)
+            if refused:
+                await self._refuse_once(member_id, chat_id, locale)
+            else:
+                await self.say(chat_id, self.t("not_delivered", locale, reason=self.t("held_failed", locale)), member_id)
+        except Exception as exc:  # the drop goes on: a message about a message may fail too
+            log.warning("telegram: could not say a held message was not delivered: %s", type(exc).__name__)
 
     async def _deliver_one_held(self, member_id: str, chat_id: int, held: HeldMessage) -> None:
         locale = await self.locale_for(member_id, held.language_code)

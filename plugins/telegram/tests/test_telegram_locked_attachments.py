@@ -82,3 +82,29 @@ async def test_a_held_file_that_cannot_be_fetched_any_more_arrives_as_a_note(set
     assert any(t.startswith("Ich konnte deine Datei nicht von Telegram abholen") for t in setup.api.texts(ALICE_CHAT)[before:])
     uploads = host.core.files.home(member_id) / "uploads"
     assert not uploads.exists() or not any(p.is_file() for p in uploads.rglob("*"))
+
+
+
+async def test_a_held_message_whose_delivery_fails_is_said_not_dropped_silently(setup: Setup, monkeypatch):
+    """A held message whose delivery fails at the unlock (here: the host's send breaks)
+    is not retried for ever; the chat is told to send it again (review: it was dropped
+    with a log line only)."""
+    from skald_telegram.bot import TelegramBot
+
+    await running(setup)
+    await paired_member(setup)
+    host, _ = await _restarted(setup)
+    setup.api.add_file("photo-late", b"\x89PNG\r\n\x1a\n" + b"\x00" * 32)
+    before = len(setup.api.texts(ALICE_CHAT))
+    setup.api.send(ALICE_CHAT, caption="Look at this", photo=[{"file_id": "photo-late", "width": 8, "height": 6, "file_size": 40}])
+    await setup.api.wait_texts(ALICE_CHAT, before + 1)
+
+    async def broken(self, *args, **kwargs):
+        raise RuntimeError("the send broke")
+
+    monkeypatch.setattr(TelegramBot, "_pass_on", broken)
+    await host.member("alice")
+    await setup.api.wait_for(
+        lambda: any("please send it again" in t for t in setup.api.texts(ALICE_CHAT)[before:]),
+        timeout=30, what="the chat told the held message was not delivered",
+    )
