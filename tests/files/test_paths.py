@@ -106,6 +106,18 @@ async def test_traversal_through_the_tools_fails_closed_and_the_message_says_why
         await alice.write_text("x" * 300, "long")
 
 
+async def test_an_empty_file_reads_as_empty_text_not_as_a_binary_one(files):
+    """A file written empty (or uploaded so) is read back as nothing, for the tool to say
+    "is empty"; it was refused as binary, since no bytes name no type (memory probe)."""
+    alice = await tools(files, "alice")
+    await alice.write_text("empty.txt", "")
+    assert await alice.read_text("empty.txt") == ""
+    await alice.write_text("binary.bin", "")
+    (files.core.files.home((await files.member("alice")).id) / "binary.bin").write_bytes(b"\x00\x01")
+    with pytest.raises(FileError, match="binary file"):
+        await alice.read_text("binary.bin")
+
+
 async def test_planted_symlinks_are_never_followed_out_of_the_home(files, tmp_path):
     alice, bob = await files.member("alice"), await files.member("bob")
     alice_fs, bob_fs = await tools(files, "alice"), await tools(files, "bob")

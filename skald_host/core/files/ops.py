@@ -104,7 +104,7 @@ class MemberFiles:
         else:
             data = await asyncio.to_thread(_read_host, resolved, limit)
         mime = sniff(data[:8192], complete=len(data) <= 8192)
-        if mime != TEXT:
+        if data and mime != TEXT:  # an empty file is empty text to read (sniff calls it no type at all)
             raise FileError(
                 f"{resolved.agent_path} is a binary file ({mime}, {len(data)} bytes); it cannot be read as text."
                 " show_file_to_user shows it to the member."
