@@ -73,6 +73,8 @@ async def test_a_project_chat_carries_the_project_context_and_stops_when_members
         assert (failed["status"], failed["id"]) == ("error", errors[0]["message_id"])
         assert failed["reason"] == {"code": "project_left", "values": {}}
         assert host.core.strings.lookup("core.error.project_left", "de").startswith("Du bist nicht mehr Mitglied")
+        retried = await rita.post(f"/api/conversations/{conversation['id']}/retry")  # it would only fail again
+        assert (retried.status_code, retried.json()["code"]) == (409, "project_left")
         assert (await rita.get(f"/api/conversations/{conversation['id']}")).status_code == 200
 
         # the coordinator cannot be started without a project (it would know nothing of it)
@@ -96,3 +98,38 @@ async def test_the_project_agent_starts_only_from_a_project(skald):
     started = await member.post(f"/api/projects/{project['id']}/chat")
     assert started.status_code == 201, started.text
     assert started.json()["agent_id"] == "project-coordinator"
+
+
+async def test_a_deleted_projects_chat_says_it_was_deleted_and_refuses_a_retry(skald):
+    """The owner deletes her project: her conversation in it stops with ``project_deleted``
+    (not ``project_left``: she did not leave, the project is gone), and its Retry is
+    refused at once (409, the same code) instead of being accepted to fail again."""
+    async with ScriptedModelServer(models=ALL_MODELS, api_key=API_KEY) as server:
+        host = await skald.start()
+        admin = await host.admin()
+        await configure_models(admin, server)
+        alice = await host.member("alice")
+        pid = (await alice.post("/api/projects", json={"slug": "gaerten", "title": "Gärten"})).json()["id"]
+        conversation = (await alice.post(f"/api/projects/{pid}/chat")).json()
+        server.responder = lambda request: Reply("noted")
+        async with ChatSocket(alice) as sock:
+            await sock.send(conversation["id"], "Beds first?")
+            assert "error" not in [e["type"] for e in await sock.turn(conversation["id"])]
+            assert (await alice.delete(f"/api/projects/{pid}")).status_code == 200
+            sent = len(server.requests)
+            await sock.send(conversation["id"], "And now?")
+            errors = [e for e in await sock.turn(conversation["id"]) if e["type"] == "error"]
+            assert errors and (errors[0]["code"], errors[0]["values"]) == ("project_deleted", {}), errors
+            assert "was deleted" in errors[0]["error"]
+            assert len(server.requests) == sent  # the model was never asked
+        failed = (await messages(alice, conversation["id"]))[-1]
+        assert (failed["status"], failed["reason"]) == ("error", {"code": "project_deleted", "values": {}})
+
+        response = await alice.post(f"/api/conversations/{conversation['id']}/retry")
+        assert response.status_code == 409, response.text
+        assert response.json()["code"] == "project_deleted"
+        # refused before anything changed: the failed answer is still the last message
+        assert (await messages(alice, conversation["id"]))[-1]["id"] == failed["id"]
+        assert len(server.requests) == sent
+        assert host.core.strings.lookup("core.error.project_deleted", "de").startswith("Dieses Projekt wurde gelöscht")
+        await skald.close()

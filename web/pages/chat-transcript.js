@@ -32,8 +32,12 @@ const STOPPED_UNANSWERED = "stopped_unanswered";
 const STOPPED_DEACTIVATED = "stopped_deactivated";
 const shownStatus = (status, code) => (status === "error" && (code === STOPPED_UNANSWERED || code === STOPPED_DEACTIVATED) ? "unanswered" : status);
 
-/** An answer Retry may ask for again: one that failed, or one a Stop left unanswered. */
-const retryable = (status) => status === "error" || status === "unanswered";
+/** Failures Retry cannot mend: the conversation's project was deleted, or the member
+ * is no longer in it. The host refuses their Retry (409, the same code), so none is offered. */
+const LASTING_FAILURES = new Set(["project_deleted", "project_left"]);
+/** An answer Retry may ask for again: one that failed, or one a Stop left unanswered;
+ * with its failure's `code`, not one that would only fail again (`LASTING_FAILURES`). */
+const retryable = (status, code = null) => (status === "error" || status === "unanswered") && !LASTING_FAILURES.has(code);
 
 /** Code points in `text`: the host counts a channel's characters so (a token's `at`). */
 const codePoints = (text) => {
@@ -970,7 +974,7 @@ export class Transcript {
     view.setContent(message.content || "");
     for (const call of message.tool_calls || []) view.tools.append(this.toolCard(call));
     const status = live ? "streaming" : message.status === "streaming" ? "interrupted" : shownStatus(message.status, message.reason?.code);
-    this.showStatus(view, status, message.model, inRunningTurn && status === "complete" && (message.tool_calls || []).length > 0, message.model_id);
+    this.showStatus(view, status, message.model, inRunningTurn && status === "complete" && (message.tool_calls || []).length > 0, message.model_id, message.reason?.code);
     if (live) {
       this.stream = { id: message.id, view, content: message.content || "", reasoning: message.reasoning || "", timer: null };
       view.setStreaming(true);
@@ -1080,10 +1084,11 @@ export class Transcript {
       },
       /** `unsettled`: a round that called tools while its turn runs on: its words are
        * not the turn's answer yet, so nothing to copy or read aloud (`settleRounds`). */
-      setStatus: (status, model, { unsettled = false, modelId = null } = {}) => {
+      setStatus: (status, model, { unsettled = false, modelId = null, code = null } = {}) => {
         view.status = status;
         view.model = model;
         view.modelId = modelId;
+        view.code = code;
         node.dataset.status = status || "complete";
         const label = messageStatusLabel(status);
         // A failed answer's text is the reason it failed, not an answer to copy.
@@ -1095,7 +1100,7 @@ export class Transcript {
           // name, and whoever fixes it must know which entry failed.
           model && (view.text || retryable(status)) ? this.modelChip(model, modelId, status === "error") : null,
           done ? copyButton(() => view.text, t("chat.copy_answer"), "copy-message") : null,
-          retryable(status) && this.handlers.retry ? button(t("chat.retry"), { kind: "small retry", onClick: (event) => this.handlers.retry(event.currentTarget) }) : null,
+          retryable(status, code) && this.handlers.retry ? button(t("chat.retry"), { kind: "small retry", onClick: (event) => this.handlers.retry(event.currentTarget) }) : null,
         ].filter(Boolean));
         meta.hidden = !meta.childElementCount;
       },
@@ -1251,19 +1256,19 @@ export class Transcript {
   }
 
   /** Finish the open bubble in place: with the event's text when there is one. */
-  finishStream({ content, reasoning, status = "complete", model, modelId, unsettled } = {}) {
+  finishStream({ content, reasoning, status = "complete", model, modelId, unsettled, code } = {}) {
     const stream = this.stream;
     if (!stream) return;
     stream.timer = null;
     this.stream = null;
-    this.settle(stream.view, { content: content ?? stream.content, reasoning: reasoning ?? stream.reasoning, status, model, modelId, unsettled });
+    this.settle(stream.view, { content: content ?? stream.content, reasoning: reasoning ?? stream.reasoning, status, model, modelId, unsettled, code });
   }
 
-  settle(view, { content, reasoning, status, model, modelId = null, unsettled = false }) {
+  settle(view, { content, reasoning, status, model, modelId = null, unsettled = false, code = null }) {
     view.setStreaming(false);
     view.node.classList.remove("reasoning-only");
     const news = [...view.setReasoning(reasoning), ...view.setContent(content)];
-    this.showStatus(view, status, model, unsettled, modelId);
+    this.showStatus(view, status, model, unsettled, modelId, code);
     this.sayWhenLive(news);
     this.placeActivity();
     this.follow();
@@ -1282,8 +1287,8 @@ export class Transcript {
 
   /** The view's status line, and Read aloud when it is finished: a round that called
    * tools (`unsettled`) waits for its turn's end, when `settleRounds` adds both. */
-  showStatus(view, status, model, unsettled = false, modelId = null) {
-    view.setStatus(status, model, { unsettled, modelId });
+  showStatus(view, status, model, unsettled = false, modelId = null, code = null) {
+    view.setStatus(status, model, { unsettled, modelId, code });
     if (unsettled) this.unsettled.add(view);
     else { this.unsettled.delete(view); addReadAloud(view.meta, view.text, status); }
     if (!view.meta.hidden) this.quietly(view.node);
@@ -1294,7 +1299,7 @@ export class Transcript {
     for (const view of this.unsettled) {
       if (!view.node.isConnected) continue;
       const versions = view.meta.querySelector(".versions"); // drawn by a read mid-turn: kept
-      this.showStatus(view, view.status, view.model, false, view.modelId);
+      this.showStatus(view, view.status, view.model, false, view.modelId, view.code);
       if (versions) { view.meta.append(versions); view.meta.hidden = false; }
     }
     this.unsettled.clear();
@@ -1362,7 +1367,7 @@ export class Transcript {
       this.note(text, "error");
       return;
     }
-    this.settleMessage(Number(data.message_id), { content: text, reasoning: "", status: shownStatus("error", data.code), model: data.model, modelId: data.model_id });
+    this.settleMessage(Number(data.message_id), { content: text, reasoning: "", status: shownStatus("error", data.code), model: data.model, modelId: data.model_id, code: data.code });
   }
 
   // -- tool calls -------------------------------------------------------------------------------

@@ -1398,6 +1398,13 @@ class MemberRuntime:
         """The member's Retry on a turn that failed: its failed answer goes, and the turn
         runs again for the member's last message."""
         await self.conversation(conversation_id)
+        # A turn its conversation's source refuses (the project was deleted, the member
+        # left it) fails again at once: refused here, in the source's words, rather than
+        # accepted and failed the same way. A member let back in may retry.
+        try:
+            await self.chat.source_context(self, conversation_id)
+        except AgentError as exc:
+            raise ChatError(str(exc), code=exc.code or "chat_refused", status=409, values=exc.values) from None
         frame = await self.store.root_frame(conversation_id)
         if self.running(conversation_id):
             raise ChatError("a turn is running in this conversation", code="turn_running", status=409)

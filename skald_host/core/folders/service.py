@@ -951,13 +951,20 @@ class FolderService:
 
     async def project_context(self, member: Any, source: str) -> str:
         """The system-prompt block of a ``project:<id>`` conversation, asked every
-        round: a member who left the project gets no further turn in it."""
+        round: a member who left the project, or whose project was deleted, gets no
+        further turn in it. The two are told apart (``project_deleted`` /
+        ``project_left``): an owner who deleted her project must not read that she is no
+        longer in it. Telling a former member that the project is gone reveals nothing:
+        the conversation is theirs because they were in it."""
         from skald_host.core.agent.definitions import AgentError
 
         project_id = source.split(":", 1)[1] if ":" in source else ""
         try:
             project = await self.get_project(project_id, member.id)
         except FolderNotFound:
+            exists = await self.registry.run(lambda c: c.execute("SELECT 1 FROM projects WHERE id = ?", (project_id,)).fetchone())
+            if exists is None:
+                raise AgentError("this project was deleted, so this conversation cannot go on", code="project_deleted") from None
             raise AgentError(
                 "you are not a member of this project (any more), so this conversation cannot go on", code="project_left"
             ) from None
