@@ -67,7 +67,7 @@ JSON_ROUTES: dict[tuple[str, str], tuple[str, ...]] = {
     ("/api/conversations/<conversation_id>/messages", "POST"): ("text", "idempotency_key", "attachments"),
     ("/api/conversations/<conversation_id>/edit", "POST"): ("message_id", "text"),
     ("/api/conversations/<conversation_id>/version", "PUT"): ("variant",),
-    ("/api/memory/<root>/notes/<path:key>", "PUT"): ("content",),
+    ("/api/memory/<root>/notes/<path:key>", "PUT"): ("content", "expected"),
     ("/api/schedules", "POST"): ("prompt", "every", "timezone", "conversation_id"),
     ("/api/schedules/preview", "POST"): ("every", "timezone"),
     ("/api/schedules/<job_id>", "PATCH"): ("prompt", "every", "timezone", "paused"),

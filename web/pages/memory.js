@@ -132,7 +132,26 @@ function editor(tab, ctx, note) {
   if (!isNew && !writable) content.readOnly = true;
   const submit = el("button", { class: "btn primary", type: "submit", text: t("common.save") });
   const status = statusLine();
-  const actions = el("div", { class: "actions span" }, isNew || writable ? submit : null, link(route(tab.id), t("memory.back"), { class: "btn quiet" }));
+  // The version this editor was opened at, sent with each save ("expected"): a save from
+  // an old editor (another tab, another member saved or deleted since) is refused, 409,
+  // rather than silently undoing the newer text. After "Load the newer version" it is
+  // that one's, so the next save is the member's informed choice. `gone`: the note was
+  // deleted since; the next save creates it anew (create=1 never replaces one).
+  let version = isNew ? null : note.version;
+  let gone = false;
+  const newer = el("div", { class: "span", hidden: true, "data-testid": "memory-newer" });
+  const loadNewer = button(t("memory.load_newer"), { attrs: { hidden: true, "data-testid": "memory-load-newer" }, onClick: () => busy(loadNewer, async () => {
+    const response = await api("GET", notesApi(tab.root, note.key));
+    if (!response.ok) { status.error(errorText(response)); return; }
+    version = response.data.version;
+    const text = el("textarea", { name: "newer", rows: "8", readonly: true, props: { value: response.data.content } });
+    newer.replaceChildren(field(t("memory.newer_label"), text, { hint: t("memory.newer_hint") })[0]);
+    newer.hidden = false;
+    loadNewer.hidden = true;
+    status.ok(t("memory.newer_loaded"));
+    text.focus();
+  }) });
+  const actions = el("div", { class: "actions span" }, isNew || writable ? submit : null, loadNewer, link(route(tab.id), t("memory.back"), { class: "btn quiet" }));
   if (!isNew && writable) {
     actions.append(button(t("memory.delete"), { kind: "danger", onClick: async () => {
       const ok = await confirmDialog({ title: t("memory.delete_title"), message: t("memory.delete_text", { key: note.key }), confirmLabel: t("memory.delete") });
@@ -145,7 +164,7 @@ function editor(tab, ctx, note) {
   const form = el("form", { class: "grid-form", novalidate: true, "data-testid": "memory-editor" },
     el("div", { class: "span" }, field(t("memory.key_label"), key, { required: true, hint: isNew ? t("memory.key_hint") : `${tab.root}/${note.key}` })[0]),
     el("div", { class: "span" }, field(t("memory.content_label"), content)[0]),
-    actions, el("div", { class: "span" }, status.node));
+    actions, el("div", { class: "span" }, status.node), newer);
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     status.clear();
@@ -154,9 +173,24 @@ function editor(tab, ctx, note) {
     if (isNew && unsafeKey(name)) { status.error(t("memory.key_invalid")); key.focus(); return; }
     busy(submit, async () => {
       // "New note" never replaces one: a plain PUT would, silently (create=1: 409).
-      const response = await api("PUT", `${notesApi(tab.root, name)}${isNew ? "?create=1" : ""}`, { content: content.value });
-      if (!response.ok) { status.error(errorText(response)); if (response.status === 409) key.focus(); return; }
-      if (!isNew) { status.ok(t("memory.saved")); return; }
+      const create = isNew || gone;
+      const body = create ? { content: content.value } : { content: content.value, expected: version };
+      const response = await api("PUT", `${notesApi(tab.root, name)}${create ? "?create=1" : ""}`, body);
+      if (!response.ok) {
+        status.error(errorText(response));
+        const code = response.data?.code;
+        // The member's text stays in the editor, whatever was refused.
+        if (code === "note_changed") { loadNewer.hidden = false; loadNewer.focus(); } else if (code === "note_gone") gone = true;
+        else if (response.status === 409) key.focus();
+        return;
+      }
+      if (!isNew) {
+        version = response.data.version;
+        gone = false;
+        loadNewer.hidden = true;
+        status.ok(t("memory.saved"));
+        return;
+      }
       // The new note opens on its own page, the focus on its Save and "Saved." said
       // there (once: a reload of that page does not say it again).
       const saved = `${EDITOR} button[type=submit]`;

@@ -9,6 +9,7 @@ matcher all ask it, so they can never disagree about which store a path reaches.
 
 from __future__ import annotations
 
+import hashlib
 import unicodedata
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -55,6 +56,20 @@ class NoteAccessDenied(PermissionError, ToolError):
         super().__init__(message)
         self.code = code
         self.values: dict[str, Any] = {}
+
+
+class NoteConflict(Refusal):
+    """A write with a precondition (the version the writer opened) that no longer holds:
+    the note changed since (``note_changed``) or is gone (``note_gone``). Nothing is
+    written: a save from an old editor must not silently undo another tab's or another
+    member's newer text, nor bring back a note deleted since."""
+
+
+def note_version(content: str) -> str:
+    """The version a writer names as its precondition: a hash of the note's text. The
+    text, not ``updated_at``: that has millisecond steps, and two saves in one
+    millisecond would share a version; equal text is the same note to its reader."""
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()[:32]
 
 
 @dataclass(frozen=True)
@@ -196,8 +211,11 @@ class NoteStore:
             raise FileNotFoundError(f"{self.root}/{key} does not exist")
         return row["content"]
 
-    async def write(self, key: str, text: str) -> NoteInfo:
-        """Create or replace the note; returns what was stored (its normalised key)."""
+    async def write(self, key: str, text: str, *, expected: str | None = None) -> NoteInfo:
+        """Create or replace the note; returns what was stored (its normalised key).
+        ``expected``: the ``note_version`` the writer read; the note must still be at it
+        (checked in the write's own transaction), else ``NoteConflict`` and nothing
+        written. None: no precondition (the agent's tools, API clients that want it)."""
         key = new_note_key(key)
         if not isinstance(text, str):
             raise NoteError("a note's content must be text", code="field_type", field="content")
@@ -210,6 +228,19 @@ class NoteStore:
         await self._guard(SHARED_WRITE)
 
         def upsert(conn: Any) -> NoteInfo:
+            if expected is not None:
+                current = conn.execute("SELECT content FROM memory_docs WHERE key = ?", (key,)).fetchone()
+                if current is None:
+                    raise NoteConflict(
+                        f"{self.root}/{key} was deleted since you opened it; nothing was saved",
+                        code="note_gone", key=key,
+                    )
+                if note_version(current["content"]) != expected:
+                    raise NoteConflict(
+                        f"{self.root}/{key} was changed since you opened it; nothing was saved."
+                        " Load the newer version and apply your change again",
+                        code="note_changed", key=key,
+                    )
             conn.execute(
                 "INSERT INTO memory_docs (key, content) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET"
                 " content = excluded.content, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')",

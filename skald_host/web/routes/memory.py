@@ -17,7 +17,7 @@ from typing import Any
 from quart import Blueprint, current_app, request
 
 from skald_host.core.identity.users import OwnerDatabaseUnavailable
-from skald_host.core.memory.notes import MEMORY_ROOTS, NoteAccessDenied, NoteError, NoteStore, note_key
+from skald_host.core.memory.notes import MEMORY_ROOTS, NoteAccessDenied, NoteConflict, NoteError, NoteStore, note_key, note_version
 from skald_host.web.auth import current_principal
 from skald_host.web.body import TEXT, accepts, field, json_object, obj, query, text
 from skald_host.web.errors import ApiError
@@ -46,6 +46,8 @@ async def _call(operation: Any) -> Any:
         return await operation
     except NoteAccessDenied as exc:
         raise ApiError.refusing(403, exc) from None
+    except NoteConflict as exc:
+        raise ApiError.refusing(409, exc) from None
     except NoteError as exc:
         raise ApiError.refusing(400, exc) from None
     except FileNotFoundError:
@@ -79,22 +81,29 @@ async def search_notes(root: str) -> dict:
 async def read_note(root: str, key: str) -> dict:
     store = _store(root)
     content = await _call(store.read(key))
-    return {"root": root, "key": note_key(key), "content": content}
+    return {"root": root, "key": note_key(key), "content": content, "version": note_version(content)}
 
 
 @bp.put("/api/memory/<root>/notes/<path:key>")
 @query(create={"type": "string", "description": "1: only create the note; one of that name answers 409 (note_exists)"})
-@accepts(obj({"content": TEXT}))
+@accepts(obj({"content": TEXT}, {"expected": {
+    "type": "string", "description": "the version the read answered; changed since: 409 note_changed, deleted since: 409 note_gone",
+}}))
 async def write_note(root: str, key: str) -> dict:
     """Create or replace the note with ``{"content": "…"}``; with ``?create=1`` only
     create it. The page's "New note" must never replace a note, and asking first with a
-    GET made every new note's normal answer a 404 in the browser's console."""
+    GET made every new note's normal answer a 404 in the browser's console.
+    ``"expected"`` (the ``version`` a read answered) makes the save conditional: an
+    editor open in two tabs, or by two members, must not lose the other's save. A
+    body field rather than ``If-Match``: the body is already the route's whole input."""
     store = _store(root)
-    content = field(await json_object(), "content", str)
+    body = await json_object()
+    content = field(body, "content", str)
+    expected = field(body, "expected", str, required=False)
     if request.args.get("create") == "1":
         await _call(_refuse_existing(store, key))
-    info = await _call(store.write(key, content))
-    return {"root": root, "key": info.key, "size": info.size, "updated_at": info.updated_at}
+    info = await _call(store.write(key, content, expected=expected))
+    return {"root": root, "key": info.key, "size": info.size, "updated_at": info.updated_at, "version": note_version(content)}
 
 
 async def _refuse_existing(store: NoteStore, key: str) -> None:
