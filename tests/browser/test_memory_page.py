@@ -163,3 +163,21 @@ async def test_a_new_note_never_replaces_one_and_a_name_leaving_its_folder_is_re
     await page.get_by_role("button", name="Save").click()
     await expect(page.get_by_role("status").filter(has_text="Saved.")).to_be_visible()
     assert (await alice_api.get("/api/memory/user-memory/notes/ideas.md")).json()["content"] == "Second thoughts."
+
+
+async def test_a_list_cut_at_the_limit_says_so_and_points_to_search(skald, browser_pages, monkeypatch):
+    """The notes list stops at the server's limit (2,000; 3 here): the page said nothing,
+    and the notes past it were out of reach but for search (memory probe)."""
+    from skald_host.web.routes import memory as memory_routes
+
+    monkeypatch.setattr(memory_routes, "LIST_LIMIT", 3)
+    host = await skald.start()
+    client = await host.member("berta", locale="de")
+    for name in ("a.md", "b.md", "c.md", "zzz-wichtig.md"):
+        saved = await client.put(f"/api/memory/user-memory/notes/{name}?create=1", json={"content": "x"})
+        assert saved.status_code in (200, 201), saved.text
+    page = await browser_pages.new(host.url)
+    await sign_in(page, "berta", MEMBER_PASSWORD)
+    await page.goto("/#memory")
+    await expect(page.get_by_test_id("memory-list").locator("li")).to_have_count(3)
+    await expect(page.get_by_text("Nur die ersten 3 Notizen sind aufgelistet. Die Suche findet jede.")).to_be_visible()

@@ -120,7 +120,9 @@ async function listSection(tab, ctx, query, status) {
     query
       ? el("p", { class: "muted", text: row.snippet })
       : el("span", { class: "muted", text: ` · ${formatDate(row.updated_at)} · ${formatSize(row.size)}` })));
-  return section(query ? t("memory.results", { query }) : null, el("ul", { class: "plain", "data-testid": "memory-list" }, ...items));
+  // The list stops at the server's limit (2,000 notes): said, with the way to the rest.
+  const cut = !query && response.data.truncated ? notice("info", t("memory.list_cut", { count: rows.length })) : null;
+  return section(query ? t("memory.results", { query }) : null, cut, el("ul", { class: "plain", "data-testid": "memory-list" }, ...items));
 }
 
 function editor(tab, ctx, note) {
