@@ -36,6 +36,9 @@ async def test_more_conversations_adds_the_next_page_and_a_refresh_keeps_it(skal
     await expect(entries).to_have_count(200)
     await expect(entries.first).to_contain_text("Trip 229")
     more = page.get_by_role("button", name="More conversations")
+    # The page's own focus on arrival (the message box, a frame later) settles first: on a
+    # loaded machine it came after the focus below and took the Enter (a clean-clone run).
+    await expect(page.get_by_role("textbox", name="Message")).to_be_focused()
     await more.focus()
     await page.keyboard.press("Enter")
     await expect(entries).to_have_count(COUNT)

@@ -36,7 +36,10 @@ async def test_a_wide_table_scrolls_sideways_on_a_phone_and_keeps_its_words_whol
         table = page.locator(".msg.assistant .md table")
         await expect(table).to_be_visible()
         await expect(page.locator(".msg.assistant")).to_contain_text("a-very-long-path-segment")
-        assert await table.evaluate("(t) => t.scrollWidth > t.clientWidth"), await table.evaluate("(t) => [t.scrollWidth, t.clientWidth]")
+        # It scrolls in its own box, a focusable region a keyboard scrolls too.
+        scroller = page.locator(".msg.assistant .md .md-table")
+        assert await scroller.evaluate("(b) => b.scrollWidth > b.clientWidth"), await scroller.evaluate("(b) => [b.scrollWidth, b.clientWidth]")
+        await expect(scroller).to_have_attribute("tabindex", "0")
         # One line box per word: a word broken at any letter ("Mon/da/y") has two or more.
         for cell in (table.locator("th").first, table.locator("td").first):
             broken = await cell.evaluate(
